@@ -1,0 +1,15 @@
+# Source this file: it puts the project's Pulumi engine on PATH and sets the embedded defaults
+# (a local file backend and a passphrase secrets provider) unless the caller chose otherwise.
+# shellcheck shell=bash
+_spear_repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+export SPEAR_CACHE=${SPEAR_CACHE:-$HOME/.cache/spear-fleet}
+_spear_engine=$("$_spear_repo/scripts/setup-engine.sh") || return 1
+case ":$PATH:" in *":$_spear_engine:"*) ;; *) export PATH="$_spear_engine:$PATH" ;; esac
+# Plugins come from this machine only: a missing one fails fast instead of trying the internet.
+export PULUMI_SKIP_UPDATE_CHECK=true PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION=true
+export PULUMI_BACKEND_URL=${PULUMI_BACKEND_URL:-file://$HOME/.spear-fleet/state}
+mkdir -p "${PULUMI_BACKEND_URL#file://}" 2>/dev/null || true
+# The committed example stacks encrypt their placeholder secrets with this passphrase; a real
+# deployment sets its own (see README).
+export PULUMI_CONFIG_PASSPHRASE=${PULUMI_CONFIG_PASSPHRASE-spear-fleet-example}
+unset _spear_repo _spear_engine
