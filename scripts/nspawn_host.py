@@ -69,6 +69,10 @@ HOST_TOOLS = (
 BOOT_TIMEOUT = 60.0
 STOP_TIMEOUT = 30.0
 KILL_TIMEOUT = 10.0
+# Each host's nspawn runs in <cgroup hierarchy>/CGROUP_PARENT/<name>: with --keep-unit nspawn puts
+# its payload/ and supervisor/ cgroups under the cgroup it was started in, so two hosts started
+# from the same cgroup would share (and fight over) one system.slice tree.
+CGROUP_PARENT = "spear-fleet"
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
 # Archive flags shared by create and extract so file capabilities, ACLs and ownership survive.
 TAR_FLAGS = ("--numeric-owner", "--xattrs", "--xattrs-include=*", "--acls", "-I", "zstd -T0")
@@ -276,10 +280,10 @@ def _console_tail(name: str, lines: int = 40) -> str:
 
 
 def _extract(tarball: Path, root: Path) -> None:
-    started = time.monotonic()
     if root.exists():
         shutil.rmtree(root)
     root.mkdir(parents=True)
+    started = time.monotonic()
     subprocess.run(["tar", *TAR_FLAGS, "-C", str(root), "-xpf", str(tarball)], check=True)
     _log(f"extracted {tarball.name} into {root} in {time.monotonic() - started:.1f}s")
 
@@ -303,6 +307,52 @@ def _configure_host(name: str, root: Path, ssh_port: int) -> None:
     machine_id = root / "etc/machine-id"
     if not machine_id.read_text().strip():
         machine_id.write_text(uuid.uuid4().hex + "\n")
+
+
+def _cgroup_mounts() -> dict[str, str]:
+    """Mounted cgroup hierarchies: mount point -> filesystem type (cgroup or cgroup2)."""
+    mounts = {}
+    for line in Path("/proc/self/mounts").read_text().splitlines():
+        _, target, fstype, *_ = line.split()
+        if fstype in ("cgroup", "cgroup2"):
+            mounts[target] = fstype
+    return mounts
+
+
+def _host_cgroup(name: str) -> Path:
+    """Create (empty) and return the host's own cgroup v2 directory for its nspawn process."""
+    unified = [Path(target) for target, fstype in _cgroup_mounts().items() if fstype == "cgroup2"]
+    if not unified:
+        raise HostError("no cgroup2 hierarchy mounted: the hosts' systemd needs cgroup v2")
+    _remove_host_cgroups(name)  # leftovers of a killed host
+    cgroup = unified[0] / CGROUP_PARENT / name
+    cgroup.mkdir(parents=True, exist_ok=True)
+    return cgroup
+
+
+def _remove_host_cgroups(name: str) -> None:
+    """Remove the host's (empty) cgroups, in every hierarchy: on hybrid machines nspawn mirrors
+    them into name=systemd (v1)."""
+    tops = [Path(target) / CGROUP_PARENT / name for target in _cgroup_mounts()]
+    deadline = time.monotonic() + KILL_TIMEOUT
+    while True:
+        busy = []
+        for top in filter(Path.is_dir, tops):
+            for dirpath, _, _ in os.walk(top, topdown=False):
+                try:
+                    os.rmdir(dirpath)
+                except OSError as exc:
+                    if exc.errno != errno.EBUSY:
+                        raise
+                    busy.append(dirpath)
+        if not busy:
+            return
+        if time.monotonic() >= deadline:
+            # A killed container's init stays a zombie until PID 1 reaps it, keeping its v1 cgroup
+            # busy; an empty cgroup left behind is harmless and is reused by the next start.
+            _log(f"warning: cgroups still busy, left in place: {' '.join(busy)}")
+            return
+        time.sleep(0.2)
 
 
 def _connect(info: HostInfo, timeout: float) -> paramiko.SSHClient:
@@ -382,11 +432,14 @@ def start_host(name: str, ssh_port: int, binds: Sequence[tuple[str, str]] = (),
     # PID 1 of this machine is not systemd: --register=no/--keep-unit avoid machined and scope
     # units; the unified hierarchy gives the container's systemd a pure cgroup v2 tree.
     env = dict(os.environ, SYSTEMD_NSPAWN_UNIFIED_HIERARCHY="1")
+    cgroup_procs = _host_cgroup(name) / "cgroup.procs"
     _log("$ " + " ".join(cmd))
     with open(hdir / "console.log", "wb") as console:
         # Own session: the host outlives the CLI process and is not hit by the terminal's ^C.
+        # The child joins the host's cgroup before exec, so nspawn builds its tree there.
         proc = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL, stdout=console,
-                                stderr=subprocess.STDOUT, start_new_session=True)
+                                stderr=subprocess.STDOUT, start_new_session=True,
+                                preexec_fn=lambda: cgroup_procs.write_text(str(os.getpid())))
     (hdir / "nspawn.pid").write_text(f"{proc.pid}\n")
     info = HostInfo(name=name, ssh_port=ssh_port, private_key_path=hdir / "id_ed25519", root_dir=root,
                     pid=proc.pid)
@@ -425,15 +478,21 @@ def stop_host(name: str, timeout: float = STOP_TIMEOUT) -> None:
     """Power the host off cleanly; kill it if it does not stop within `timeout` seconds."""
     pid = _running_pid(name)
     if pid is not None:
-        # systemd-nspawn turns SIGTERM into SIGRTMIN+3 for the container's systemd: a clean poweroff.
+        # systemd-nspawn turns the first SIGTERM into SIGRTMIN+3 for the container's systemd (a
+        # clean poweroff) and a second one into an immediate kill of the container.
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGTERM)
         if not _wait_exit(pid, timeout):
-            _log(f"host {name!r} did not power off within {timeout:.0f}s; killing it")
+            _log(f"host {name!r} did not power off within {timeout:.0f}s; terminating it")
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
+        if not _wait_exit(pid, KILL_TIMEOUT):
+            _log(f"systemd-nspawn of host {name!r} did not exit; killing it")
             _kill_container(pid)
             if not _wait_exit(pid, KILL_TIMEOUT):
                 raise HostError(f"systemd-nspawn (pid {pid}) of host {name!r} survived SIGKILL")
         _log(f"host {name!r} stopped")
+    _remove_host_cgroups(name)
     (_host_dir(name) / "nspawn.pid").unlink(missing_ok=True)
 
 

@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 import stack_config
+from scripts import llama_source
 from stack_config import ConfigError, GitSource, ArchiveSource, parse
 
 REPO = Path(__file__).resolve().parent.parent
@@ -249,7 +250,7 @@ def test_local_parses_with_archive_source_and_key_file():
     source = cfg.llama_cpp.source
     assert isinstance(source, ArchiveSource)
     assert source.archive == f"{home}/.cache/spear-fleet/sources/llama_cpp_python-0.3.36.tar.gz"
-    assert source.subdir == "llama_cpp_python-0.3.36/vendor/llama.cpp"
+    assert (source.sha256, source.subdir) == (llama_source.ARCHIVE_SHA256, llama_source.SUBDIR)
     assert cfg.llama_cpp.cmake_flags[0] == "-DGGML_CUDA=OFF"
     assert (cfg.model.arch, cfg.server.ctx_size, cfg.server.port, cfg.server.threads) == (
         "llama", 512, 8010, 2)

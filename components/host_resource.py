@@ -1,0 +1,71 @@
+"""What every spear-fleet resource that changes something on a host over SSH has in common.
+
+They are Python dynamic resources. All of those share one type token
+(`pulumi-python:dynamic:Resource`), so each carries a `spear_kind` input naming what it is:
+policies, the preview summary and people reading state recognise resources by it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import pulumi
+from pulumi.dynamic import CreateResult, DiffResult, Resource, ResourceProvider, UpdateResult
+
+DYNAMIC_TYPE = "pulumi-python:dynamic:Resource"
+
+
+class HostProvider(ResourceProvider):
+    """Diffs on the inputs a subclass names; the SSH connection never forces a change.
+
+    `replace_fields`: a change re-creates the resource (a new build, say);
+    `update_fields`: a change updates it in place (rewrite a file, restart a service).
+    """
+
+    replace_fields: tuple[str, ...] = ()
+    update_fields: tuple[str, ...] = ()
+
+    def diff(self, _id: str, olds: Mapping[str, Any], news: Mapping[str, Any]) -> DiffResult:
+        replaces = [k for k in self.replace_fields if olds.get(k) != news.get(k)]
+        updates = [k for k in self.update_fields if olds.get(k) != news.get(k)]
+        return DiffResult(
+            changes=bool(replaces or updates),
+            replaces=replaces,
+            delete_before_replace=False,
+        )
+
+    def update(self, _id: str, olds: Mapping[str, Any], news: Mapping[str, Any]) -> UpdateResult:
+        return UpdateResult(outs=self.apply(dict(news), olds=dict(olds)))
+
+    def apply(self, props: dict[str, Any], olds: dict[str, Any] | None) -> dict[str, Any]:
+        """Makes the host match props (olds: the previous outputs on update); returns outputs."""
+        raise NotImplementedError
+
+    def resource_id(self, props: Mapping[str, Any]) -> str:
+        """A stable id naming what was made on the host."""
+        raise NotImplementedError
+
+    def create(self, props: Mapping[str, Any]) -> CreateResult:
+        return CreateResult(id_=self.resource_id(props), outs=self.apply(dict(props), olds=None))
+
+
+class HostResource(Resource):
+    """Base of the resources: adds `spear_kind`, declares outputs, keeps the connection secret."""
+
+    def __init__(
+        self,
+        provider: HostProvider,
+        name: str,
+        spear_kind: str,
+        props: Mapping[str, Any],
+        opts: pulumi.ResourceOptions | None,
+        outputs: Iterable[str] = (),
+    ) -> None:
+        secret_outputs = pulumi.ResourceOptions(additional_secret_outputs=["connection"])
+        super().__init__(
+            provider,
+            name,
+            {"spear_kind": spear_kind, **props, **{out: None for out in outputs}},
+            pulumi.ResourceOptions.merge(opts, secret_outputs),
+        )

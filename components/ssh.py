@@ -1,0 +1,193 @@
+"""SSH to a host, for the dynamic resources that change something on it.
+
+Runs inside Pulumi's dynamic-provider process, where resource inputs arrive as plain values:
+the connection is a dict `{host, port, user, private_key}` (a Pulumi secret in state).
+"""
+
+from __future__ import annotations
+
+import io
+import shlex
+import socket
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import paramiko
+
+_KEY_TYPES = (paramiko.Ed25519Key, paramiko.ECDSAKey, paramiko.RSAKey)
+
+
+class RemoteError(Exception):
+    """A command on the host failed; the message says which and shows its output."""
+
+
+@dataclass(frozen=True)
+class Result:
+    code: int
+    stdout: str
+    stderr: str
+
+
+def connection_input(host: str, port: int, user: str, private_key: Any) -> dict[str, Any]:
+    """The `connection` input every host resource takes (secret because of the key)."""
+    return {"host": host, "port": port, "user": user, "private_key": private_key}
+
+
+def _load_key(text: str) -> paramiko.PKey:
+    for key_type in _KEY_TYPES:
+        try:
+            return key_type.from_private_key(io.StringIO(text))
+        except paramiko.SSHException:
+            continue
+    raise RemoteError("the SSH private key is not an Ed25519, ECDSA or RSA key in OpenSSH/PEM form")
+
+
+class Session:
+    """One SSH connection: run commands, move files, open a channel to a port on the host."""
+
+    def __init__(self, connection: dict[str, Any], connect_timeout: float = 20.0) -> None:
+        self.where = f"{connection['user']}@{connection['host']}:{connection['port']}"
+        self._client = paramiko.SSHClient()
+        # Trust on first use, as `ssh -o StrictHostKeyChecking=accept-new` does: hosts here
+        # are reached by key, and the local test hosts get new host keys on every boot.
+        self._client.set_missing_host_key_policy(paramiko.AutoAddPolicy())
+        try:
+            self._client.connect(
+                connection["host"],
+                port=int(connection["port"]),
+                username=connection["user"],
+                pkey=_load_key(connection["private_key"]),
+                timeout=connect_timeout,
+                banner_timeout=connect_timeout,
+                auth_timeout=connect_timeout,
+                allow_agent=False,
+                look_for_keys=False,
+            )
+        except (OSError, paramiko.SSHException) as err:
+            raise RemoteError(f"cannot reach {self.where} over SSH: {err}") from err
+        self._sftp: paramiko.SFTPClient | None = None
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._sftp is not None:
+            self._sftp.close()
+        self._client.close()
+
+    def run(self, command: str, check: bool = True, timeout: float | None = None) -> Result:
+        """Runs a shell command; with check, a non-zero exit raises with the output's tail."""
+        _, out, err = self._client.exec_command(command, timeout=timeout)
+        stdout = out.read().decode(errors="replace")
+        stderr = err.read().decode(errors="replace")
+        result = Result(out.channel.recv_exit_status(), stdout, stderr)
+        if check and result.code != 0:
+            raise RemoteError(
+                f"on {self.where}: `{command}` exited {result.code}\n{tail(stdout + stderr)}"
+            )
+        return result
+
+    @property
+    def sftp(self) -> paramiko.SFTPClient:
+        if self._sftp is None:
+            self._sftp = self._client.open_sftp()
+        return self._sftp
+
+    def write(self, path: str, content: str | bytes, mode: int = 0o644) -> None:
+        """Writes a file atomically (temp file, then rename), creating its folder."""
+        data = content.encode() if isinstance(content, str) else content
+        folder = path.rsplit("/", 1)[0] or "/"
+        self.run(f"mkdir -p {shlex.quote(folder)}")
+        temp = f"{path}.spear-tmp"
+        with self.sftp.open(temp, "wb") as handle:
+            handle.write(data)
+        self.sftp.chmod(temp, mode)
+        self.sftp.posix_rename(temp, path)
+
+    def upload(self, local_path: str, remote_path: str) -> None:
+        folder = remote_path.rsplit("/", 1)[0] or "/"
+        self.run(f"mkdir -p {shlex.quote(folder)}")
+        self.sftp.put(local_path, f"{remote_path}.spear-tmp")
+        self.sftp.posix_rename(f"{remote_path}.spear-tmp", remote_path)
+
+    def read(self, path: str) -> str | None:
+        """A file's text, or None when it does not exist."""
+        try:
+            with self.sftp.open(path, "rb") as handle:
+                return handle.read().decode(errors="replace")
+        except FileNotFoundError:
+            return None
+
+    def http(self, port: int, method: str, path: str, body: bytes = b"",
+             address: str = "127.0.0.1", timeout: float = 30.0) -> tuple[int, bytes]:
+        """One HTTP/1.1 request to a port on the host's loopback, through this SSH connection.
+
+        The inference server listens on the host's loopback only; clients reach it through an
+        SSH channel like this one, so checks never need a port opened on the network.
+        """
+        transport = self._client.get_transport()
+        assert transport is not None
+        try:
+            channel = transport.open_channel(
+                "direct-tcpip", (address, port), ("127.0.0.1", 0), timeout=timeout
+            )
+        except (paramiko.ChannelException, paramiko.SSHException, socket.error) as err:
+            raise ConnectionError(f"nothing answers on {address}:{port} on {self.where}") from err
+        channel.settimeout(timeout)
+        head = (
+            f"{method} {path} HTTP/1.1\r\nHost: {address}:{port}\r\nConnection: close\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+        ).encode()
+        try:
+            channel.sendall(head + body)
+            response = b""
+            while chunk := channel.recv(65536):
+                response += chunk
+        except socket.timeout as err:
+            raise ConnectionError(f"{address}:{port} on {self.where} did not answer in {timeout} s") from err
+        finally:
+            channel.close()
+        return _parse_http(response)
+
+
+def _parse_http(response: bytes) -> tuple[int, bytes]:
+    head, _, body = response.partition(b"\r\n\r\n")
+    lines = head.split(b"\r\n")
+    if not lines or not lines[0].startswith(b"HTTP/"):
+        raise ConnectionError(f"not an HTTP answer: {response[:80]!r}")
+    status = int(lines[0].split()[1])
+    headers = {k.strip().lower(): v.strip() for k, _, v in (l.partition(b":") for l in lines[1:])}
+    if headers.get(b"transfer-encoding", b"").lower() == b"chunked":
+        body = _unchunk(body)
+    return status, body
+
+
+def _unchunk(body: bytes) -> bytes:
+    out = b""
+    while body:
+        size_line, _, rest = body.partition(b"\r\n")
+        size = int(size_line.split(b";")[0], 16)
+        if size == 0:
+            break
+        out += rest[:size]
+        body = rest[size + 2:]
+    return out
+
+
+def tail(text: str, lines: int = 30) -> str:
+    return "\n".join(text.rstrip().splitlines()[-lines:])
+
+
+def wait_until(predicate, timeout: float, interval: float = 1.0) -> bool:
+    """Polls predicate() until it returns true or the timeout passes."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if predicate():
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(interval)
