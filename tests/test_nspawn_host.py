@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import socket
 from pathlib import Path
 
@@ -48,17 +47,18 @@ def _ssh(info: nspawn_host.HostInfo, command: str) -> str:
 
 
 def _processes_of(info: nspawn_host.HostInfo) -> list[int]:
-    """Pids of the host's nspawn and of every process whose root is inside the host's rootfs."""
+    """Pids of the host's nspawn and of every process in the host's cgroups (i.e. in the container)."""
+    cgroup = f"/{nspawn_host.CGROUP_PARENT}/{info.name}/"
     pids = []
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
             continue
         try:
             cmdline = (proc / "cmdline").read_bytes().split(b"\0")
-            root = os.readlink(proc / "root")
-        except (FileNotFoundError, ProcessLookupError):
+            cgroups = (proc / "cgroup").read_text()
+        except OSError:  # exited meanwhile
             continue
-        if f"--machine={info.name}".encode() in cmdline or root.startswith(str(info.root_dir)):
+        if f"--machine={info.name}".encode() in cmdline or cgroup in cgroups:
             pids.append(int(proc.name))
     return pids
 

@@ -16,23 +16,9 @@ import yaml
 import stack_config
 from scripts import llama_source
 from stack_config import ConfigError, GitSource, ArchiveSource, parse
+from tests.stack_files import DUMMY_KEY, REPO, engine_config, prod_raw, stack_raw
 
-REPO = Path(__file__).resolve().parent.parent
-DUMMY_KEY = "-----BEGIN OPENSSH PRIVATE KEY-----\nAAAA\n-----END OPENSSH PRIVATE KEY-----\n"
 DELETE = object()
-
-
-def stack_raw(stack: str) -> dict[str, Any]:
-    """A stack file's config, as the namespace parse() takes (prefix stripped)."""
-    config = yaml.safe_load((REPO / "stacks" / f"Pulumi.{stack}.yaml").read_text())["config"]
-    prefix = stack_config.NAMESPACE + ":"
-    assert all(key.startswith(prefix) for key in config)
-    return {key[len(prefix):]: value for key, value in config.items()}
-
-
-def prod_raw() -> dict[str, Any]:
-    """prod plus the secret key the lead adds encrypted."""
-    return {**stack_raw("prod"), "sshPrivateKey": DUMMY_KEY}
 
 
 def changed(raw: dict[str, Any], path: tuple[Any, ...], value: Any) -> dict[str, Any]:
@@ -303,12 +289,6 @@ class CountingMocks(pulumi.runtime.Mocks):
 
     def call(self, args: pulumi.runtime.MockCallArgs):
         return {}
-
-
-def engine_config(raw: dict[str, Any]) -> dict[str, str]:
-    """What the engine hands the program: full keys, objects as JSON text."""
-    return {f"spear-fleet:{key}": value if isinstance(value, str) else json.dumps(value)
-            for key, value in raw.items()}
 
 
 @pytest.fixture
