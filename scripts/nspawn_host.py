@@ -23,6 +23,7 @@ import hashlib
 import json
 import os
 import re
+import shlex
 import shutil
 import signal
 import socket
@@ -47,7 +48,7 @@ PACKAGES = (
 )
 # Bump whenever _configure_rootfs (or the debootstrap invocation) changes: it is part of the
 # cache key, so stale tarballs are never reused.
-RECIPE_VERSION = 1
+RECIPE_VERSION = 2
 
 # Units that hang or fail in a container sharing the machine's network, or that would make the
 # hosts non-deterministic (background apt runs).
@@ -112,8 +113,9 @@ def _host_dir(name: str) -> Path:
 
 
 def _run(cmd: Sequence[str], **kwargs) -> None:
-    _log("$ " + " ".join(cmd))
-    subprocess.run(cmd, check=True, **kwargs)
+    _log("$ " + shlex.join(cmd))
+    # Tool output goes to stderr too: `up` and `rootfs` print their result on stdout.
+    subprocess.run(cmd, check=True, stdout=sys.stderr, **kwargs)
 
 
 def ensure_host_tools() -> None:
@@ -167,7 +169,6 @@ def _configure_rootfs(root: Path) -> None:
         "PubkeyAuthentication yes\n"
         "PasswordAuthentication no\n"
         "KbdInteractiveAuthentication no\n"
-        "AuthorizedKeysFile .ssh/authorized_keys\n"
         "HostKey /etc/ssh/ssh_host_ed25519_key\n"
     )
     # The openssh-server postinst generated host keys: a key shared by every host is wrong, so
@@ -192,13 +193,17 @@ def _configure_rootfs(root: Path) -> None:
 
 
 def _keypair(private_path: Path) -> str:
-    """Create an OpenSSH ed25519 key pair at private_path (+ .pub) unless it exists; return the public line."""
+    """Create an OpenSSH ed25519 key pair at private_path (+ .pub) unless it exists.
+
+    Returns the public key line.
+    """
     public_path = private_path.with_name(private_path.name + ".pub")
     if not (private_path.exists() and public_path.exists()):
         key = Ed25519PrivateKey.generate()
-        private_path.write_bytes(key.private_bytes(
-            serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH, serialization.NoEncryption()))
-        private_path.chmod(0o600)
+        # Created 0600 from the start: ssh/sshd refuse private keys readable by others.
+        with open(private_path, "wb", opener=lambda path, flags: os.open(path, flags, 0o600)) as private:
+            private.write(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH,
+                                            serialization.NoEncryption()))
         public_path.write_bytes(key.public_key().public_bytes(
             serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH) + b"\n")
     return public_path.read_text().strip()
@@ -218,13 +223,15 @@ def _parse_binds(binds: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
     return parsed
 
 
+# nspawn processes started by this Python process, by pid: polling them reaps them (no zombie,
+# no "still running" ResourceWarning). Hosts started by another process (the CLI) are looked up
+# in /proc.
+_children: dict[int, subprocess.Popen] = {}
+
+
 def _alive(pid: int) -> bool:
-    # Reap the process if it is our own child (a zombie would otherwise look alive forever).
-    try:
-        if os.waitpid(pid, os.WNOHANG)[0] == pid:
-            return False
-    except ChildProcessError:
-        pass
+    if pid in _children:
+        return _children[pid].poll() is None
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except FileNotFoundError:
@@ -267,7 +274,8 @@ def _check_port_free(port: int) -> None:
                 raise
     owners = [p.parent.name for p in (cache_dir() / "hosts").glob("*/host.json")
               if json.loads(p.read_text())["ssh_port"] == port and _running_pid(p.parent.name)]
-    owner = f"by spear host {owners[0]!r}" if owners else f"by another process (see: ss -ltnp 'sport = :{port}')"
+    owner = (f"by spear host {owners[0]!r}" if owners
+             else f"by another process (see: ss -ltnp 'sport = :{port}')")
     raise HostError(f"port 127.0.0.1:{port} is already in use {owner}; choose another --ssh-port")
 
 
@@ -303,7 +311,8 @@ def _configure_host(name: str, root: Path, ssh_port: int) -> None:
     (hdir / "known_hosts").write_text(f"[127.0.0.1]:{ssh_port} {host_pub}\n")
 
     (root / "etc/hostname").write_text(name + "\n")
-    (root / "etc/hosts").write_text(f"127.0.0.1 localhost\n127.0.1.1 {name}\n::1 localhost ip6-localhost ip6-loopback\n")
+    (root / "etc/hosts").write_text(
+        f"127.0.0.1 localhost\n127.0.1.1 {name}\n::1 localhost ip6-localhost ip6-loopback\n")
     machine_id = root / "etc/machine-id"
     if not machine_id.read_text().strip():
         machine_id.write_text(uuid.uuid4().hex + "\n")
@@ -364,6 +373,11 @@ def _connect(info: HostInfo, timeout: float) -> paramiko.SSHClient:
     return client
 
 
+def _output(client: paramiko.SSHClient, command: str, timeout: float) -> str:
+    _, stdout, _ = client.exec_command(command, timeout=timeout)
+    return stdout.read().decode()
+
+
 def _wait_ready(info: HostInfo, timeout: float) -> None:
     """Wait until root can log in by key and systemd has finished booting."""
     deadline = time.monotonic() + timeout
@@ -381,11 +395,14 @@ def _wait_ready(info: HostInfo, timeout: float) -> None:
             time.sleep(0.2)
             continue
         with client:
-            _, stdout, _ = client.exec_command("systemctl is-system-running --wait", timeout=remaining)
-            state = stdout.read().decode().strip()
+            try:
+                state = _output(client, "systemctl is-system-running --wait", remaining).strip()
+            except TimeoutError:
+                raise HostError(f"host {info.name!r}: systemd did not finish booting within {timeout:.0f}s; "
+                                "console log tail:\n" + _console_tail(info.name)) from None
             if state == "degraded":
-                _, failed, _ = client.exec_command("systemctl --failed --no-legend --plain")
-                _log(f"warning: host {info.name!r} is degraded; failed units:\n{failed.read().decode()}")
+                failed = _output(client, "systemctl --failed --no-legend --plain", 10.0)
+                _log(f"warning: host {info.name!r} is degraded; failed units:\n{failed}")
         if state in ("running", "degraded"):
             return
         raise HostError(f"host {info.name!r} finished booting in state {state!r}; console log tail:\n"
@@ -420,7 +437,7 @@ def start_host(name: str, ssh_port: int, binds: Sequence[tuple[str, str]] = (),
     root = hdir / "root"
     # The marker is written only after a complete extraction, so an interrupted one is redone.
     extracted = hdir / "root.extracted"
-    if fresh or not extracted.exists():
+    if fresh or not (extracted.exists() and root.is_dir()):
         extracted.unlink(missing_ok=True)
         _extract(tarball, root)
         extracted.write_text(tarball.name + "\n")
@@ -432,14 +449,17 @@ def start_host(name: str, ssh_port: int, binds: Sequence[tuple[str, str]] = (),
     # PID 1 of this machine is not systemd: --register=no/--keep-unit avoid machined and scope
     # units; the unified hierarchy gives the container's systemd a pure cgroup v2 tree.
     env = dict(os.environ, SYSTEMD_NSPAWN_UNIFIED_HIERARCHY="1")
-    cgroup_procs = _host_cgroup(name) / "cgroup.procs"
-    _log("$ " + " ".join(cmd))
+    _log("$ " + shlex.join(cmd))
+    # nspawn must already be in the host's own cgroup when it starts, as it builds its tree in
+    # its current cgroup: a shell joins it and execs nspawn (keeping the pid); preexec_fn would
+    # not be safe with the paramiko threads of other hosts running.
+    join_and_exec = 'echo $$ > "$0" && exec "$@"'
     with open(hdir / "console.log", "wb") as console:
         # Own session: the host outlives the CLI process and is not hit by the terminal's ^C.
-        # The child joins the host's cgroup before exec, so nspawn builds its tree there.
-        proc = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL, stdout=console,
-                                stderr=subprocess.STDOUT, start_new_session=True,
-                                preexec_fn=lambda: cgroup_procs.write_text(str(os.getpid())))
+        proc = subprocess.Popen(["sh", "-c", join_and_exec, str(_host_cgroup(name) / "cgroup.procs"), *cmd],
+                                env=env, stdin=subprocess.DEVNULL, stdout=console,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+    _children[proc.pid] = proc
     (hdir / "nspawn.pid").write_text(f"{proc.pid}\n")
     info = HostInfo(name=name, ssh_port=ssh_port, private_key_path=hdir / "id_ed25519", root_dir=root,
                     pid=proc.pid)
@@ -491,7 +511,10 @@ def stop_host(name: str, timeout: float = STOP_TIMEOUT) -> None:
             _kill_container(pid)
             if not _wait_exit(pid, KILL_TIMEOUT):
                 raise HostError(f"systemd-nspawn (pid {pid}) of host {name!r} survived SIGKILL")
+        _children.pop(pid, None)
         _log(f"host {name!r} stopped")
+    else:
+        _log(f"host {name!r} is not running")
     _remove_host_cgroups(name)
     (_host_dir(name) / "nspawn.pid").unlink(missing_ok=True)
 
@@ -512,7 +535,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     up.add_argument("--bind", type=_bind_arg, action="append", default=[], metavar="SRC:DST")
     up.add_argument("--keep", action="store_true", help="reuse the existing root filesystem (fresh=False)")
     sub.add_parser("down", help="power a host off").add_argument("name")
-    sub.add_parser("status", help="print HostInfo as JSON (exit 1 and null if not running)").add_argument("name")
+    status = sub.add_parser("status", help="print HostInfo as JSON (null and exit 1 if not running)")
+    status.add_argument("name")
     sub.add_parser("rootfs", help="build the cached rootfs tarball if needed and print its path")
     args = parser.parse_args(argv)
 

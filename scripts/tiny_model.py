@@ -21,6 +21,7 @@ CLI: `python -m scripts.tiny_model ANSWER` prints the path of the cached model.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -120,15 +121,25 @@ def split_distinct(text: bytes, vocab: dict[bytes, int], excluded: set[int]) -> 
     return split
 
 
-def _read_vocab(vocab_file: Path) -> dict:
-    fields = GGUFReader(vocab_file).fields
-    return {
-        "tokens": fields["tokenizer.ggml.tokens"].contents(),
-        "token_types": fields["tokenizer.ggml.token_type"].contents(),
-        "merges": fields["tokenizer.ggml.merges"].contents(),
-        "model": fields["tokenizer.ggml.model"].contents(),
-        "pre": fields["tokenizer.ggml.pre"].contents(),
-    }
+# Parsing the vocab's 150k tokens and merges with GGUFReader takes most of a model's ~20 s, so a
+# process that makes several models (the tests) reads it once.
+@functools.cache
+def _tokenizer() -> tuple[dict, str]:
+    """Return the qwen2 tokenizer fields and the chat template from the llama.cpp source."""
+    source = ensure_source_archive()
+    template = read_member(source, TEMPLATE_MEMBER).decode()
+    with tempfile.NamedTemporaryFile(suffix=".gguf") as vocab_file:
+        vocab_file.write(read_member(source, VOCAB_MEMBER))
+        vocab_file.flush()
+        fields = GGUFReader(vocab_file.name).fields
+        vocab = {
+            "tokens": fields["tokenizer.ggml.tokens"].contents(),
+            "token_types": fields["tokenizer.ggml.token_type"].contents(),
+            "merges": fields["tokenizer.ggml.merges"].contents(),
+            "model": fields["tokenizer.ggml.model"].contents(),
+            "pre": fields["tokenizer.ggml.pre"].contents(),
+        }
+    return vocab, template
 
 
 def _weights(n_vocab: int, chain: list[int], end: int) -> dict[str, np.ndarray]:
@@ -162,13 +173,7 @@ def _weights(n_vocab: int, chain: list[int], end: int) -> dict[str, np.ndarray]:
 
 def make_fixed_answer_model(answer: str, out: Path) -> None:
     """Write to `out` a GGUF chat model that answers every conversation with `answer`."""
-    source = ensure_source_archive()
-    template = read_member(source, TEMPLATE_MEMBER).decode()
-    with tempfile.NamedTemporaryFile(suffix=".gguf") as vocab_file:
-        vocab_file.write(read_member(source, VOCAB_MEMBER))
-        vocab_file.flush()
-        vocab = _read_vocab(Path(vocab_file.name))
-
+    vocab, template = _tokenizer()
     tokens: list[str] = vocab["tokens"]
     text_tokens = token_bytes(tokens, vocab["token_types"])
     trigger = text_tokens[TRIGGER_TEXT.encode()]

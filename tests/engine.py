@@ -42,7 +42,7 @@ class Update:
         done = {}
         for event in self.events:
             step = event.get("resOutputsEvent", {}).get("metadata")
-            if step:
+            if step and "::pulumi:providers:" not in step["urn"]:
                 done[step["urn"].rsplit("::", 1)[1]] = step["op"]
         return done
 
@@ -80,8 +80,9 @@ class Project:
         (self.dir / "Pulumi.yaml").write_text(yaml.safe_dump(project))
         if program is not None:
             (self.dir / "__main__.py").write_text(program)
+        # PULUMI_DEBUG_COMMANDS enables --event-log, as the Automation API does.
         self.env = {**env, "PULUMI_BACKEND_URL": f"file://{self.state}",
-                    "PULUMI_CONFIG_PASSPHRASE": "test-passphrase"}
+                    "PULUMI_CONFIG_PASSPHRASE": "test-passphrase", "PULUMI_DEBUG_COMMANDS": "true"}
 
     def pulumi(self, *args: str, check: bool = True, timeout: float = 3600) -> subprocess.CompletedProcess:
         result = subprocess.run(["pulumi", *args, "--non-interactive"], cwd=self.dir, env=self.env,
@@ -120,6 +121,8 @@ class Project:
         log.unlink(missing_ok=True)
         result = self.pulumi(command, "--stack", stack, "--yes", "--skip-preview",
                              "--event-log", str(log), *extra, check=False)
+        if not log.exists():
+            raise AssertionError(f"pulumi {command} wrote no event log:\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}")
         events = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
         return Update(result.returncode == 0, result.stdout + result.stderr, events)
 

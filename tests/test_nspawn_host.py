@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import paramiko
@@ -13,6 +16,7 @@ from scripts import nspawn_host
 pytestmark = pytest.mark.integration
 
 BIND_DST = "/mnt/spear-bind"
+REPO = Path(__file__).resolve().parents[1]
 
 
 def _free_port() -> int:
@@ -47,18 +51,23 @@ def _ssh(info: nspawn_host.HostInfo, command: str) -> str:
 
 
 def _processes_of(info: nspawn_host.HostInfo) -> list[int]:
-    """Pids of the host's nspawn and of every process in the host's cgroups (i.e. in the container)."""
+    """Live pids of the host's nspawn and of every process in the host's cgroups (the container).
+
+    Zombies are skipped: a host started by another process (the CLI) is an orphan whose exit
+    status only PID 1 can collect.
+    """
     cgroup = f"/{nspawn_host.CGROUP_PARENT}/{info.name}/"
     pids = []
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
             continue
         try:
+            state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
             cmdline = (proc / "cmdline").read_bytes().split(b"\0")
             cgroups = (proc / "cgroup").read_text()
         except OSError:  # exited meanwhile
             continue
-        if f"--machine={info.name}".encode() in cmdline or cgroup in cgroups:
+        if state != "Z" and (f"--machine={info.name}".encode() in cmdline or cgroup in cgroups):
             pids.append(int(proc.name))
     return pids
 
@@ -124,3 +133,29 @@ def test_port_in_use_is_explained():
         port = sock.getsockname()[1]
         with pytest.raises(nspawn_host.HostError, match=f"127.0.0.1:{port} is already in use"):
             nspawn_host.start_host("pytest-c", port)
+
+
+def test_cli_up_status_down():
+    """The CLI used by the local stack: JSON on stdout, and `down` from another process."""
+    def cli(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "scripts.nspawn_host", *args], cwd=REPO,
+                              capture_output=True, text=True, timeout=300)
+
+    port = _free_port()
+    up = cli("up", "pytest-cli", "--ssh-port", str(port))
+    try:
+        assert up.returncode == 0, up.stderr
+        printed = json.loads(up.stdout)
+        info = nspawn_host.host_status("pytest-cli")
+        assert info is not None and printed == info.as_dict()
+        assert printed["ssh_port"] == port and printed["user"] == "root"
+        assert _ssh(info, "hostname").strip() == "pytest-cli"
+        status = cli("status", "pytest-cli")
+        assert status.returncode == 0 and json.loads(status.stdout) == printed
+    finally:
+        down = cli("down", "pytest-cli")
+    assert down.returncode == 0, down.stderr
+    status = cli("status", "pytest-cli")
+    assert status.returncode == 1 and json.loads(status.stdout) is None
+    assert _processes_of(info) == []
+    assert _port_is_free(port)

@@ -12,7 +12,6 @@ import os
 import socket
 import subprocess
 import time
-import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -161,7 +160,7 @@ def served(request, llama_server_bin, tmp_path_factory):
             try:
                 if _request(f"{base}/health", timeout=2).get("status") == "ok":
                     break
-            except (urllib.error.URLError, ConnectionError):
+            except OSError:
                 pass  # still loading: /health answers 503 or the port is not open yet
             if time.monotonic() > deadline:
                 pytest.fail(f"llama-server not healthy after 60 s:\n{log_path.read_text()}")

@@ -47,6 +47,11 @@ source_dir=$build_dir/src/$src_subdir
 export CFLAGS="-fmacro-prefix-map=$build_dir/= ${CFLAGS:-}"
 export CXXFLAGS="-fmacro-prefix-map=$build_dir/= ${CXXFLAGS:-}"
 
+# ccache hashes these locale variables (they change compiler messages); fixing them lets builds
+# started from different sessions (SSH without a locale, a dev shell with LANG=C.UTF-8) share
+# cache entries.
+export LANG=C LC_ALL=C LC_CTYPE=C LC_MESSAGES=C
+
 launcher_flags=()
 if command -v ccache >/dev/null; then
     # Paths under BUILD_DIR are hashed relative to the compiler's working directory (inside

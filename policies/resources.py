@@ -1,0 +1,111 @@
+"""What the rules share: recognising spear-fleet resources, reading llama-server's command line,
+and never letting a value that preview cannot know pass a rule unnoticed.
+
+All Python dynamic resources share one type token, so a resource is recognised by its own
+`spear_kind` input (docs/DESIGN.md). The engine hands policies JSON values: numbers arrive as
+floats (a port is 8010.0), so rules compare them as integers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import ipaddress
+import re
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
+
+from pulumi_policy import ReportViolation, ResourceValidationArgs
+from pulumi_policy.proxy import UnknownValueError
+
+DYNAMIC_TYPE = "pulumi-python:dynamic:Resource"
+STACK_TYPE = "pulumi:pulumi:Stack"
+_SHA256 = re.compile(r"[0-9a-fA-F]{64}")
+
+Check = Callable[[ResourceValidationArgs, ReportViolation], None]
+
+
+def spear_kind(resource_type: str, props: Mapping[str, Any]) -> str | None:
+    """The `spear_kind` of a spear-fleet host resource; None for anything else."""
+    return props.get("spear_kind") if resource_type == DYNAMIC_TYPE else None
+
+
+@contextlib.contextmanager
+def unknown_is_violation(report: ReportViolation) -> Iterator[None]:
+    """Reports a value that is unknown at preview as a violation.
+
+    pulumi-policy turns the UnknownValueError its property proxy raises into an advisory note,
+    so a mandatory rule would let the preview pass without having checked anything.
+    """
+    try:
+        yield
+    except UnknownValueError as err:
+        report(f"{err.message}, so this rule cannot be verified at preview. Fix: make the value "
+               "known before the update (a plain value from the stack config, not an output of "
+               "another resource).")
+
+
+def for_kind(kind: str) -> Callable[[Check], Check]:
+    """Makes `check(args, report)` a resource validation that runs on resources of one kind."""
+    def decorate(check: Check) -> Check:
+        @functools.wraps(check)
+        def validate(args: ResourceValidationArgs, report: ReportViolation) -> None:
+            if spear_kind(args.resource_type, args.props) == kind:
+                with unknown_is_violation(report):
+                    check(args, report)
+        return validate
+    return decorate
+
+
+# llama-server's command line, as serve.sh produces it (the server-conf resource's
+# `command_line`: argv[0] is "llama-server").
+
+
+def flag_values(argv: Sequence[str], *names: str) -> list[str]:
+    """The values given to a flag under any of its names (`--ctx-size 8192`, `-c 8192`,
+    `--ctx-size=8192`), in command-line order."""
+    values = []
+    for i, arg in enumerate(argv):
+        name, eq, inline = arg.partition("=")
+        if name not in names:
+            continue
+        if eq:
+            values.append(inline)
+        elif i + 1 < len(argv):
+            values.append(argv[i + 1])
+    return values
+
+
+def flag_value(argv: Sequence[str], *names: str) -> str | None:
+    """The value llama-server uses for a flag: the last one given (None when absent)."""
+    values = flag_values(argv, *names)
+    return values[-1] if values else None
+
+
+def switch_on(argv: Sequence[str], on: str, off: str) -> bool:
+    """Whether an on/off switch (`--jinja` / `--no-jinja`) ends up on: the last one wins."""
+    state = False
+    for arg in argv:
+        if arg in (on, off):
+            state = arg == on
+    return state
+
+
+def integer(text: Any) -> int | None:
+    """A decimal integer setting (server.conf values are strings); None when it is not one."""
+    return int(text) if isinstance(text, str) and text.isdigit() else None
+
+
+def is_sha256(value: Any) -> bool:
+    """A sha256 digest as text: 64 hex characters."""
+    return isinstance(value, str) and _SHA256.fullmatch(value) is not None
+
+
+def is_loopback(host: str | None) -> bool:
+    """True for an address only this machine can reach: 127.0.0.0/8, ::1, localhost."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False

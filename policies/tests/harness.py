@@ -1,0 +1,129 @@
+"""Runs a rule as the engine does, without the engine.
+
+As in pulumi-policy's own tests: the policy's `validate` is called with ResourceValidationArgs
+or StackValidationArgs and a report callback that collects the messages. The props go through
+pulumi-policy's unknown-checking proxy, as the engine's do, and numbers are floats, as the
+engine's JSON makes them. `prod()` gives the prod stack's resources as `pulumi preview` shows
+them (abridged to what the rules read), for tests to break one thing at a time.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from pulumi_policy import (Policy, PolicyCustomTimeouts, PolicyResource, PolicyResourceOptions,
+                           ResourceValidationArgs, StackValidationArgs)
+from pulumi_policy.proxy import UNKNOWN_STRING_VALUE, unknown_checking_proxy
+
+from resources import DYNAMIC_TYPE, STACK_TYPE
+
+UNKNOWN = UNKNOWN_STRING_VALUE
+STACK_URN = "urn:pulumi:prod::spear-fleet::pulumi:pulumi:Stack::spear-fleet-prod"
+DYNAMIC_URN = "urn:pulumi:prod::spear-fleet::spear:fleet:InferenceHost$pulumi-python:dynamic:Resource::"
+
+_NAMES = {"llama-server-build": "inference-llama-server", "model-files": "inference-model",
+          "server-conf": "inference-server-conf", "systemd-unit": "inference-unit"}
+
+_SEED_ARGV = (
+    "llama-server --model /opt/spear/models/gguf/Qwen3-Coder-Next-Q8_0-00001-of-00004.gguf"
+    " --ctx-size 524288 --parallel 1 --n-gpu-layers 99 --flash-attn on"
+    " --cache-type-k q8_0 --cache-type-v q8_0 --host 127.0.0.1 --port 8010 --jinja --threads 16"
+    " --rope-scaling yarn --rope-scale 2 --yarn-orig-ctx 262144"
+    " --override-kv qwen3next.context_length=int:524288"
+).split()
+
+_UNIT_TEXT = """[Unit]
+Description=SPEAR inference server (llama-server, started by serve.sh)
+
+[Service]
+Type=simple
+Slice=system.slice
+ExecStart=/opt/spear/bin/serve.sh
+Restart=on-failure
+
+[Install]
+WantedBy=multi-user.target
+"""
+
+_PROD: dict[str, dict[str, Any]] = {
+    "llama-server-build": {
+        "source": {"git": "https://github.com/ggml-org/llama.cpp.git",
+                   "commit": "aa6192d38defc9a5d9fb2987413f71b18f214270"},
+        "cmake_flags": ["-DGGML_CUDA=ON", "-DGGML_NATIVE=OFF"],
+        "build_key": "bbf36c4e94bcb4f3",
+        "runtime_dir": "/opt/spear",
+    },
+    "model-files": {
+        "shards": [{"name": f"Qwen3-Coder-Next-Q8_0-0000{i}-of-00004.gguf", "size": 22469758624.0,
+                    "sha256": f"{i}" * 64} for i in range(1, 5)],
+        "digest": "93861b3f29027ed9",
+        "runtime_dir": "/opt/spear",
+    },
+    "server-conf": {
+        "path": "/opt/spear/config/server.conf",
+        "settings": {
+            "SPEAR_SERVER_MODEL": "/opt/spear/models/gguf/Qwen3-Coder-Next-Q8_0-00001-of-00004.gguf",
+            "SPEAR_SERVER_LORA": "none", "SPEAR_SERVER_CTX": "524288",
+            "SPEAR_SERVER_NATIVE_CTX": "262144", "SPEAR_SERVER_ARCH": "qwen3next",
+            "SPEAR_SERVER_HOST": "127.0.0.1", "SPEAR_SERVER_PORT": "8010",
+            "SPEAR_SERVER_THREADS": "16", "SPEAR_SERVER_NGL": "99", "SPEAR_SERVER_NCPUMOE": "0",
+            "SPEAR_SERVER_MOE": "1", "SPEAR_SERVER_PARALLEL": "1",
+        },
+        "command_line": _SEED_ARGV,
+        "binds": [{"host": "reds.internal:22", "address": "127.0.0.1", "port": 8010.0,
+                   "what": "llama-server"}],
+    },
+    "systemd-unit": {
+        "unit": "spear-inference.service",
+        "unit_path": "/etc/systemd/system/spear-inference.service",
+        "scope": "system",
+        "content": _UNIT_TEXT,
+        "slice": "system.slice",
+    },
+}
+_PROD_STACK_OUTPUTS = {"backend": {"name": "reds", "client_port": 8082.0}}
+
+
+def prod(kind: str) -> dict[str, Any]:
+    """A fresh copy of the prod props of one spear_kind (or "stack": the root stack's outputs)."""
+    if kind == "stack":
+        return copy.deepcopy(_PROD_STACK_OUTPUTS)
+    return {"spear_kind": kind, **copy.deepcopy(_PROD[kind])}
+
+
+def defaults(policy: Policy) -> dict[str, Any]:
+    """The policy's config as the engine hands it over when nobody set any: the schema defaults."""
+    schema = policy.config_schema.properties if policy.config_schema else {}
+    return {key: spec["default"] for key, spec in schema.items() if "default" in spec}
+
+
+def _options() -> PolicyResourceOptions:
+    return PolicyResourceOptions(False, [], None, [], PolicyCustomTimeouts(0, 0, 0), [])
+
+
+def check_resource(policy: Policy, props: dict[str, Any], resource_type: str = DYNAMIC_TYPE,
+                   config: dict[str, Any] | None = None) -> list[str]:
+    """The messages `policy` reports for one resource with these props."""
+    name = _NAMES.get(props.get("spear_kind"), "other")
+    args = ResourceValidationArgs(resource_type, unknown_checking_proxy(props), DYNAMIC_URN + name,
+                                  name, _options(), None,
+                                  config if config is not None else defaults(policy))
+    reported: list[str] = []
+    policy.validate(args, lambda message, urn=None: reported.append(message))
+    return reported
+
+
+def check_stack(policy: Policy, stack_outputs: dict[str, Any],
+                resources: list[dict[str, Any]]) -> list[str]:
+    """The messages a stack policy reports for the root stack (its outputs) and these resources."""
+    stack = PolicyResource(STACK_TYPE, unknown_checking_proxy(stack_outputs), STACK_URN,
+                           "spear-fleet-prod", _options(), None, None, [], {})
+    members = [PolicyResource(DYNAMIC_TYPE, unknown_checking_proxy(props),
+                              DYNAMIC_URN + _NAMES[props["spear_kind"]],
+                              _NAMES[props["spear_kind"]], _options(), None, stack, [], {})
+               for props in resources]
+    reported: list[str] = []
+    policy.validate(StackValidationArgs([stack, *members], defaults(policy)),
+                    lambda message, urn=None: reported.append(message))
+    return reported

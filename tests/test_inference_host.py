@@ -1,0 +1,218 @@
+"""The inference host on real parts: the real engine deploys the project to a real systemd host
+(an nspawn container booted for this module) with llama-server built from source on it and a
+tiny real model, and every upgrade path is driven through `pulumi up`.
+
+The tests form one scenario on one stack and run in file order: each starts from the state the
+previous one left.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import shutil
+import tarfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from components.smoke_test import EXPECTED_TEXT
+from components.ssh import Session
+from scripts import llama_source, local_stack, nspawn_host, tiny_model
+from tests.engine import REPO, Project, engine_env
+
+pytestmark = pytest.mark.integration
+
+HOST = "it-inference"
+SSH_PORT = 2231
+STACK = "it"
+UNIT = "spear-inference.service"
+SMOKE = f"end_turn | {EXPECTED_TEXT} | ()"
+
+
+def local_config() -> dict[str, Any]:
+    config = yaml.safe_load((REPO / "stacks" / "Pulumi.local.yaml").read_text())["config"]
+    return {key.split(":", 1)[1]: value for key, value in config.items()}
+
+
+@pytest.fixture(scope="module")
+def host():
+    info = local_stack.start(HOST, SSH_PORT, fresh=True)
+    yield info
+    nspawn_host.stop_host(HOST)
+
+
+@pytest.fixture(scope="module")
+def ssh(host):
+    connection = {"host": host.ssh_host, "port": host.ssh_port, "user": host.user,
+                  "private_key": host.private_key_path.read_text()}
+    with Session(connection) as session:
+        yield session
+
+
+@pytest.fixture(scope="module")
+def project(host, tmp_path_factory):
+    proj = Project(tmp_path_factory.mktemp("inference"), engine_env())
+    config = local_config()
+    config["inferenceHost"]["ssh"]["port"] = SSH_PORT
+    config["sshPrivateKeyPath"] = str(host.private_key_path)
+    proj.new_stack(STACK, config)
+    return proj
+
+
+def unit_state(ssh: Session) -> dict[str, str]:
+    shown = ssh.run(f"systemctl show -p ActiveState -p MainPID {UNIT}").stdout
+    return dict(line.split("=", 1) for line in shown.split())
+
+
+def build_marker(ssh: Session, key: str) -> str:
+    return ssh.run(f"stat -c %Y /opt/spear/builds/{key}/.complete").stdout.strip()
+
+
+def test_up_on_a_fresh_host_serves_and_passes_the_smoke_test(project, ssh):
+    preview = project.preview(STACK)
+    assert preview["changeSummary"] == {"create": 8}
+    update = project.up(STACK)
+    assert update.ok, update.output
+    assert update.changes() == {"create": 8}
+    out = project.outputs(STACK)
+    assert out["smoke_test"] == SMOKE
+    assert out["cgroup"] == f"0::/system.slice/{UNIT}"
+    assert "version" in out["llama_server_version"]
+    # The same facts, read on the host itself.
+    state = unit_state(ssh)
+    assert state["ActiveState"] == "active"
+    assert f"0::/system.slice/{UNIT}" in ssh.run(f"cat /proc/{state['MainPID']}/cgroup").stdout.splitlines()
+    assert ssh.run("systemctl is-enabled spear-inference").stdout.strip() == "enabled"
+    status, body = ssh.http(8010, "GET", "/health")
+    assert status == 200, body
+    assert ssh.run("readlink /opt/spear/current").stdout.strip() == f"/opt/spear/builds/{out['build_key']}"
+
+
+def test_a_second_up_changes_nothing(project):
+    update = project.up(STACK)
+    assert update.ok, update.output
+    assert update.changes() == {"same": 8}
+
+
+def test_the_ssh_key_is_secret_in_state(project, host):
+    key_body = host.private_key_path.read_text().splitlines()[1]
+    assert key_body not in project.state_text(STACK)
+    assert key_body not in project.pulumi("preview", "--stack", STACK, "--diff").stdout
+
+
+def test_a_new_context_size_restarts_without_rebuilding(project, ssh):
+    key = project.outputs(STACK)["build_key"]
+    built = build_marker(ssh, key)
+    pid_before = unit_state(ssh)["MainPID"]
+    project.set_config(STACK, "server.ctxSize", 384)
+    update = project.up(STACK)
+    assert update.ok, update.output
+    ops = update.ops()
+    assert ops["inference-server-conf"] == "update"
+    assert ops["inference-unit"] == "update"
+    assert ops["inference-llama-server"] == "same"
+    assert unit_state(ssh)["MainPID"] != pid_before
+    assert build_marker(ssh, key) == built
+    assert "SPEAR_SERVER_CTX=384" in ssh.read("/opt/spear/config/server.conf")
+    assert "--ctx-size\n384" in "\n".join(project.outputs(STACK)["command_line"])
+    assert project.outputs(STACK)["smoke_test"] == SMOKE
+
+
+def test_a_new_model_re_verifies_and_restarts_without_rebuilding(project, ssh):
+    key = project.outputs(STACK)["build_key"]
+    built = build_marker(ssh, key)
+    pid_before = unit_state(ssh)["MainPID"]
+    project.set_config(STACK, "model.shards[0].name", "spear-smoke-renamed.gguf")
+    update = project.up(STACK)
+    assert update.ok, update.output
+    ops = update.ops()
+    assert ops["inference-model"] == "update"
+    assert ops["inference-llama-server"] == "same"
+    assert unit_state(ssh)["MainPID"] != pid_before
+    assert build_marker(ssh, key) == built
+    files = ssh.run("ls /opt/spear/models/gguf").stdout.split()
+    assert files == ["spear-smoke-renamed.gguf"]  # the shard the manifest dropped is gone
+    assert project.outputs(STACK)["smoke_test"] == SMOKE
+
+
+def test_an_unreadable_adapter_serves_the_base_model(project, ssh):
+    project.set_config(STACK, "model.adapter", "missing-adapter.gguf")
+    update = project.up(STACK)
+    assert update.ok, update.output
+    assert project.outputs(STACK)["smoke_test"] == SMOKE
+    journal = ssh.run(f"journalctl -u {UNIT} -o cat --no-pager").stdout
+    assert ("serve.sh: adapter not readable: /opt/spear/models/lora/missing-adapter.gguf;"
+            " serving the base model") in journal
+    project.set_config(STACK, "model.adapter", "none")
+    assert project.up(STACK).ok
+
+
+def test_refresh_notices_a_hand_edited_server_conf(project, ssh):
+    conf = ssh.read("/opt/spear/config/server.conf")
+    ssh.write("/opt/spear/config/server.conf", conf.replace("SPEAR_SERVER_THREADS=2", "SPEAR_SERVER_THREADS=1"))
+    refresh = project.refresh(STACK)
+    assert refresh.ok, refresh.output
+    assert refresh.ops().get("inference-server-conf") == "update"
+    preview = project.preview(STACK)
+    assert preview["changeSummary"].get("update", 0) >= 1
+    assert project.up(STACK).ok
+    assert ssh.read("/opt/spear/config/server.conf") == conf
+
+
+def test_an_unreadable_model_fails_the_update_with_serve_sh_message(project, ssh):
+    model = "/opt/spear/models/gguf/spear-smoke-renamed.gguf"
+    ssh.run(f"rm {model}")
+    project.set_config(STACK, "server.ctxSize", 512)  # any change that restarts the server
+    update = project.up(STACK)
+    assert not update.ok
+    assert f"serve.sh: model not readable: {model}" in update.output
+    assert f"{UNIT} did not stay up" in update.output
+    # The way back: refresh sees the shard gone, and the next up fetches it again.
+    assert project.refresh(STACK).ok
+    update = project.up(STACK)
+    assert update.ok, update.output
+    assert project.outputs(STACK)["smoke_test"] == SMOKE
+
+
+def _repacked_source(dest: Path) -> tuple[Path, str]:
+    """The same llama.cpp tree in a new archive (one extra file): a new source pin."""
+    archive = llama_source.ensure_source_archive()
+    with tarfile.open(archive.path) as src, gzip.open(dest, "wb", compresslevel=1) as raw, \
+            tarfile.open(fileobj=raw, mode="w") as out:
+        for member in src:
+            out.addfile(member, src.extractfile(member) if member.isfile() else None)
+        note = b"repacked by spear-fleet's tests\n"
+        info = tarfile.TarInfo(f"{archive.subdir}/SPEAR-REPACK-NOTE")
+        info.size = len(note)
+        out.addfile(info, io.BytesIO(note))
+    return dest, llama_source._sha256(dest)
+
+
+def test_a_new_source_rebuilds(project, ssh, tmp_path):
+    old_key = project.outputs(STACK)["build_key"]
+    path, sha = _repacked_source(tmp_path / "llama-repacked.tar.gz")
+    project.set_config(STACK, "llamaCpp.source.archive", str(path))
+    project.set_config(STACK, "llamaCpp.source.sha256", sha)
+    preview = project.preview(STACK)
+    assert preview["changeSummary"].get("replace") == 1
+    update = project.up(STACK)
+    assert update.ok, update.output
+    assert update.ops()["inference-llama-server"] == "replace"
+    new_key = project.outputs(STACK)["build_key"]
+    assert new_key != old_key
+    assert ssh.run(f"test -f /opt/spear/builds/{new_key}/.complete && test -f /opt/spear/builds/{new_key}/src/"
+                   f"{llama_source.SUBDIR}/SPEAR-REPACK-NOTE").code == 0
+    assert ssh.run("readlink /opt/spear/current").stdout.strip() == f"/opt/spear/builds/{new_key}"
+    assert project.outputs(STACK)["smoke_test"] == SMOKE
+
+
+def test_destroy_leaves_no_unit_behind(project, ssh):
+    update = project.destroy(STACK)
+    assert update.ok, update.output
+    assert ssh.run(f"test -e /etc/systemd/system/{UNIT}", check=False).code != 0
+    assert ssh.run(f"systemctl list-unit-files {UNIT} --no-legend").stdout.strip() == ""
+    assert ssh.run("pgrep -x llama-server", check=False).code != 0
+    assert ssh.run("test -e /opt/spear/config/server.conf", check=False).code != 0
