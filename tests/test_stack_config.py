@@ -151,9 +151,11 @@ BAD = [
 
 
 @pytest.mark.parametrize("raw,key,allowed", [case[1:] for case in BAD], ids=[case[0] for case in BAD])
-def test_bad_value_is_refused_naming_key_and_allowed(raw, key, allowed):
+def test_bad_value_is_refused_naming_key_and_allowed(mocks, raw, key, allowed):
+    # Through load() as the program runs it, so each case also proves nothing was registered.
     with pytest.raises(ConfigError) as error:
-        parse(raw)
+        run_program(engine_config(raw), SECRET)
+    assert mocks.registered == []
     line = problem_line(error.value, key)
     assert "; allowed: " in line
     assert allowed in line.split("; allowed: ", 1)[1]

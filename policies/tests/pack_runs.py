@@ -2,9 +2,9 @@
 one of the repository's stacks, previewed with the pack and the engine's event log.
 
 `pulumi preview --json` leaves policy events out of its JSON; they are in the event log
-(`--event-log`, a flag the CLI only offers with PULUMI_DEBUG_COMMANDS=true), one JSON object a
-line: `policyEvent` per violation, `policyAnalyzeSummaryEvent` (per resource) and
-`policyAnalyzeStackSummaryEvent` naming the policies that passed or failed.
+(`--event-log`, which Project enables), one JSON object a line: `policyEvent` per violation,
+`policyAnalyzeSummaryEvent` (per resource) and `policyAnalyzeStackSummaryEvent` naming the
+policies that passed or failed.
 """
 
 from __future__ import annotations
@@ -12,13 +12,13 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from tests.engine import REPO, Project, engine_env
+from tests.engine import REPO, Project, Update, engine_env
 
 POLICIES = REPO / "policies"
 # The committed prod/dev placeholder secrets are encrypted with this passphrase (scripts/env.sh).
@@ -27,14 +27,9 @@ REPO_STACKS = sorted(p.name[len("Pulumi."):-len(".yaml")] for p in (REPO / "stac
 
 
 @dataclass
-class PackPreview:
-    ok: bool
-    preview: dict[str, Any]  # what `pulumi preview --json` printed
-    events: list[dict[str, Any]]  # the event log
-    output: str
-
-    def violations(self) -> list[dict[str, Any]]:
-        return [e["policyEvent"] for e in self.events if "policyEvent" in e]
+class PackPreview(Update):
+    """What the engine reported for a preview: its event log, and what `--json` printed."""
+    preview: dict[str, Any] = field(default_factory=dict)
 
     def policies_run(self) -> set[str]:
         """Every policy the engine reports as evaluated (passed or failed) anywhere."""
@@ -50,7 +45,7 @@ def repo_stack(workdir: Path, stack: str) -> Project:
     depend on this machine's hosts (preview needs the key's text, not a host).
     """
     project = Project(workdir, engine_env())
-    project.env.update(PULUMI_CONFIG_PASSPHRASE=EXAMPLE_PASSPHRASE, PULUMI_DEBUG_COMMANDS="true")
+    project.env["PULUMI_CONFIG_PASSPHRASE"] = EXAMPLE_PASSPHRASE
     stack_file = REPO / "stacks" / f"Pulumi.{stack}.yaml"
     shutil.copy(stack_file, project.dir / "stacks")
     project.pulumi("stack", "init", stack)
@@ -67,5 +62,5 @@ def preview_with_pack(project: Project, stack: str, *extra: str) -> PackPreview:
     result = project.pulumi("preview", "--stack", stack, "--json", "--policy-pack", str(POLICIES),
                             "--event-log", str(log), *extra, check=False)
     events = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
-    return PackPreview(result.returncode == 0, json.loads(result.stdout), events,
-                       result.stdout + result.stderr)
+    return PackPreview(result.returncode == 0, result.stdout + result.stderr, events,
+                       json.loads(result.stdout))

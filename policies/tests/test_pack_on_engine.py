@@ -63,7 +63,7 @@ def edit(path, old: str, new: str) -> None:
 def test_every_committed_stack_passes_the_pack(stack, tmp_path):
     run = preview_with_pack(repo_stack(tmp_path, stack), stack)
     assert run.ok, run.output[-4000:]
-    assert run.violations() == []
+    assert run.policy_violations() == []
     assert run.policies_run() == ALL_RULES
 
 
@@ -88,7 +88,7 @@ def test_a_broken_stack_fails_with_each_violation_named(tmp_path):
     assert not run.ok
     assert run.preview["steps"], "the program ran: the preview failed on policy, not on config"
     by_rule = {}
-    for violation in run.violations():
+    for violation in run.policy_violations():
         by_rule.setdefault(violation["policyName"], []).append(violation)
     assert set(by_rule) == set(EXPECTED)
     for rule, (level, resource, fragment) in EXPECTED.items():
