@@ -1,5 +1,7 @@
 """spear-fleet: typed stack config in, components out, stack outputs exported."""
 
+import dataclasses
+
 import pulumi
 
 import stack_config
@@ -20,3 +22,5 @@ inference = InferenceHost("inference", InferenceHostArgs(
 for key, value in inference.outputs.items():
     pulumi.export(key, value)
 pulumi.export("backend", {"name": config.inference_host.backend, "client_port": config.client_port})
+# The client-side tunnel ports of all backends, so the policy pack can check them for collisions.
+pulumi.export("backends", dataclasses.asdict(config.backends))

@@ -28,6 +28,10 @@ def manifest_input(shards: tuple[Shard, ...]) -> list[dict[str, Any]]:
     return [{"name": s.name, "size": s.size, "sha256": s.sha256, "source": s.source} for s in shards]
 
 
+def manifest_path(runtime_dir: str) -> str:
+    return posixpath.join(runtime_dir, "models", "manifest.json")
+
+
 def manifest_digest(shards: list[dict[str, Any]]) -> str:
     """Identifies the model (names, sizes, hashes; not where shards are fetched from)."""
     pinned = [{k: s[k] for k in ("name", "size", "sha256")} for s in shards]
@@ -69,6 +73,11 @@ class ModelFilesProvider(HostProvider):
                                       f" sha256 {shard['sha256']})")
             if olds:
                 self._remove_dropped(host, folder, olds["shards"], props["shards"])
+            # The manifest on the host says what the shards there were verified against.
+            host.write(manifest_path(props["runtime_dir"]), json.dumps(
+                {"digest": props["digest"], "shards": [
+                    {k: s[k] for k in ("name", "size", "sha256")} for s in props["shards"]]},
+                indent=2) + "\n")
         return {**props, "model_path": posixpath.join(folder, props["shards"][0]["name"]),
                 "fetched": fetched}
 
@@ -119,6 +128,7 @@ class ModelFilesProvider(HostProvider):
     def delete(self, _id: str, props: dict[str, Any]) -> None:
         with Session(props["connection"]) as host:
             self._remove_dropped(host, gguf_dir(props["runtime_dir"]), props["shards"], [])
+            host.run(f"rm -f {shlex.quote(manifest_path(props['runtime_dir']))}")
 
 
 class ModelFiles(HostResource):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import gzip
 import io
-import shutil
+import json
 import tarfile
 from pathlib import Path
 from typing import Any
@@ -20,7 +20,7 @@ import yaml
 
 from components.smoke_test import EXPECTED_TEXT
 from components.ssh import Session
-from scripts import llama_source, local_stack, nspawn_host, tiny_model
+from scripts import llama_source, local_stack, nspawn_host
 from tests.engine import REPO, Project, engine_env
 
 pytestmark = pytest.mark.integration
@@ -89,6 +89,8 @@ def test_up_on_a_fresh_host_serves_and_passes_the_smoke_test(project, ssh):
     status, body = ssh.http(8010, "GET", "/health")
     assert status == 200, body
     assert ssh.run("readlink /opt/spear/current").stdout.strip() == f"/opt/spear/builds/{out['build_key']}"
+    manifest = json.loads(ssh.read("/opt/spear/models/manifest.json"))
+    assert [s["sha256"] for s in manifest["shards"]] == [local_config()["model"]["shards"][0]["sha256"]]
 
 
 def test_a_second_up_changes_nothing(project):
