@@ -36,6 +36,9 @@ _COMMON_CMAKE_FLAGS = (
     "-DLLAMA_USE_PREBUILT_UI=OFF",
     "-DLLAMA_BUILD_TESTS=OFF",
     "-DLLAMA_BUILD_EXAMPLES=OFF",
+    # On by default when libssl-dev happens to be installed: off, so every host builds the same
+    # thing (the server listens on loopback only and downloads nothing).
+    "-DLLAMA_OPENSSL=OFF",
 )
 PROFILE_CMAKE_FLAGS = {
     "gpu": ("-DGGML_CUDA=ON", *_COMMON_CMAKE_FLAGS),

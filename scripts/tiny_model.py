@@ -35,7 +35,7 @@ from gguf import GGUFReader, GGUFWriter, LlamaFileType, TokenType
 from scripts.llama_source import ARCHIVE_SHA256, cache_dir, ensure_source_archive, read_member
 
 # Bump when the model recipe changes, so cached models are rebuilt.
-RECIPE_VERSION = 1
+RECIPE_VERSION = 2
 
 SMOKE_ANSWER = "SPEAR-BACKEND-OK"
 # The Hermes/Qwen tool-call form the Qwen2.5 template asks for; llama-server --jinja turns it into
@@ -57,7 +57,9 @@ N_EMBD = 64
 N_HEAD = 2
 HEAD_DIM = N_EMBD // N_HEAD
 N_FF = 64
-CONTEXT_LENGTH = 4096
+# The trained length stacks/Pulumi.local.yaml states (nativeCtx): its ctxSize 512 is twice it, so the
+# local stack runs serve.sh's YaRN flags and context_length override on a real llama-server.
+CONTEXT_LENGTH = 256
 RMS_EPS = 1e-6
 # One embedding direction per chain token, plus one shared by every other token.
 DEFAULT_DIM = N_EMBD - 1

@@ -20,6 +20,7 @@ import yaml
 
 from components.smoke_test import EXPECTED_TEXT
 from components.ssh import Session
+from scripts.preview_summary import overall, parts
 from scripts import llama_source, local_stack, nspawn_host
 from tests.engine import REPO, Project, engine_env
 
@@ -93,7 +94,14 @@ def test_up_on_a_fresh_host_serves_and_passes_the_smoke_test(project, ssh):
     assert [s["sha256"] for s in manifest["shards"]] == [local_config()["model"]["shards"][0]["sha256"]]
 
 
+def review(project: Project) -> tuple[str, dict[str, str]]:
+    """What the preview summary tells a reviewer: the overall line, and each part's class."""
+    found = parts(project.preview(STACK))
+    return overall(found), {p.resource: p.change for p in found}
+
+
 def test_a_second_up_changes_nothing(project):
+    assert review(project)[0] == "no changes"
     update = project.up(STACK)
     assert update.ok, update.output
     assert update.changes() == {"same": 8}
@@ -110,6 +118,9 @@ def test_a_new_context_size_restarts_without_rebuilding(project, ssh):
     built = build_marker(ssh, key)
     pid_before = unit_state(ssh)["MainPID"]
     project.set_config(STACK, "server.ctxSize", 384)
+    line, changes = review(project)
+    assert line == "restart, no rebuild"
+    assert changes["inference-server-conf"] == "config only (restart)"
     update = project.up(STACK)
     assert update.ok, update.output
     ops = update.ops()
@@ -128,6 +139,9 @@ def test_a_new_model_re_verifies_and_restarts_without_rebuilding(project, ssh):
     built = build_marker(ssh, key)
     pid_before = unit_state(ssh)["MainPID"]
     project.set_config(STACK, "model.shards[0].name", "spear-smoke-renamed.gguf")
+    line, changes = review(project)
+    assert line == "restart, no rebuild (after a model re-fetch)"
+    assert changes["inference-model"] == "model re-fetch"
     update = project.up(STACK)
     assert update.ok, update.output
     ops = update.ops()
@@ -200,6 +214,9 @@ def test_a_new_source_rebuilds(project, ssh, tmp_path):
     project.set_config(STACK, "llamaCpp.source.sha256", sha)
     preview = project.preview(STACK)
     assert preview["changeSummary"].get("replace") == 1
+    line, changes = review(project)
+    assert line == "rebuild and restart"
+    assert changes["inference-llama-server"] == "rebuild"
     update = project.up(STACK)
     assert update.ok, update.output
     assert update.ops()["inference-llama-server"] == "replace"

@@ -210,7 +210,8 @@ def test_prod_parses_to_the_seed_profile():
                                              "aa6192d38defc9a5d9fb2987413f71b18f214270")
     assert cfg.llama_cpp.cmake_flags == (
         "-DGGML_CUDA=ON", "-DGGML_NATIVE=OFF", "-DLLAMA_USE_PREBUILT_UI=OFF",
-        "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_EXAMPLES=OFF")
+        "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_EXAMPLES=OFF",
+        "-DLLAMA_OPENSSL=OFF")
     model = cfg.model
     assert (model.arch, model.native_ctx, model.moe, model.adapter) == ("qwen3next", 262144, True, None)
     assert [shard.name for shard in model.shards] == [

@@ -1,14 +1,14 @@
 """Tiny fixed-answer GGUF models (scripts/tiny_model.py).
 
 The unit tests check the generated GGUF with gguf's reader and replay the model's forward pass in
-numpy. The integration tests serve the models with a real llama-server, found via the environment
-variable SPEAR_LLAMA_SERVER (path to the llama-server binary).
+numpy. The integration tests serve the models with the local stack's real llama-server, built
+on this machine when no local host has built it yet (tests/llama_build.py).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
-import os
 import socket
 import subprocess
 import time
@@ -20,6 +20,8 @@ import pytest
 from gguf import GGUFReader
 
 from scripts import tiny_model
+from tests.llama_build import local_stack_llama_server
+from tests.stack_files import stack_raw
 
 ANSWERS = [tiny_model.SMOKE_ANSWER, tiny_model.TOOL_CALL_ANSWER]
 SYSTEM_PROMPT = "Reply with exactly the token requested, nothing else."
@@ -31,6 +33,14 @@ GET_TIME_TOOL = {
         "parameters": {"type": "object", "properties": {}},
     },
 }
+
+
+def test_the_local_stack_names_the_smoke_model_exactly():
+    shard = stack_raw("local")["model"]["shards"][0]
+    path = tiny_model.ensure_model(tiny_model.SMOKE_ANSWER)
+    assert Path(shard["source"]).expanduser() == path
+    assert shard["size"] == path.stat().st_size
+    assert shard["sha256"] == hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 @pytest.fixture(scope="module", params=ANSWERS, ids=["smoke", "tool-call"])
@@ -119,10 +129,7 @@ def test_split_refuses_repeats(generated):
 
 @pytest.fixture(scope="module")
 def llama_server_bin() -> Path:
-    binary = os.environ.get("SPEAR_LLAMA_SERVER")
-    if not binary:
-        pytest.skip("set SPEAR_LLAMA_SERVER to a llama-server binary to run the serving tests")
-    return Path(binary)
+    return local_stack_llama_server()
 
 
 def _free_port() -> int:
@@ -184,7 +191,9 @@ def _chat(base: str, user: str, system: str | None = None, tools: list | None = 
 
 
 USER_PROMPTS = [
-    pytest.param((SYSTEM_PROMPT, f"Reply with exactly: {tiny_model.SMOKE_ANSWER}"), id="smoke"),
+    pytest.param(
+        (SYSTEM_PROMPT, f"Reply with exactly: {tiny_model.SMOKE_ANSWER}"), id="asks-for-it"
+    ),
     pytest.param((None, "What is the capital of France? Explain in detail."), id="other-prompt"),
 ]
 

@@ -21,12 +21,11 @@ shift 3
 cmake_flags=("$@")
 
 [[ -d $build_dir ]] || die "build dir $build_dir does not exist"
-build_dir=$(cd "$build_dir" && pwd -P)
-
 if [[ -e $build_dir/.complete ]]; then
     echo "reused $build_dir"
     exit 0
 fi
+build_dir=$(cd "$build_dir" && pwd -P)
 
 # Two deployments of the same build key may reach the host at once; the second one waits and
 # then reuses the first one's result instead of building into the same folder concurrently.
@@ -43,7 +42,8 @@ source_dir=$build_dir/src/$src_subdir
 # llama.cpp builds libllama's model sources as CMake unity files, which #include them by absolute
 # path, so their __FILE__ (used by GGML_ASSERT) would embed BUILD_DIR and with it the build key.
 # Mapping BUILD_DIR away keeps the binary free of the key and lets ccache share those objects
-# between build dirs. CMake only reads CFLAGS/CXXFLAGS when CMAKE_C(XX)_FLAGS are not given.
+# between build dirs. CMake uses CFLAGS/CXXFLAGS only as the initial CMAKE_C(XX)_FLAGS, so a
+# CMAKE_FLAG setting those replaces this.
 export CFLAGS="-fmacro-prefix-map=$build_dir/= ${CFLAGS:-}"
 export CXXFLAGS="-fmacro-prefix-map=$build_dir/= ${CXXFLAGS:-}"
 
@@ -57,7 +57,7 @@ if command -v ccache >/dev/null; then
     # Paths under BUILD_DIR are hashed relative to the compiler's working directory (inside
     # BUILD_DIR/build), so they never contain the build key and another build dir with the same
     # sources hits the cache. Hashing the compiler's content instead of its mtime keeps hits
-    # across compiler package reinstalls. CCACHE_DIR, if set by the caller, is left as is.
+    # across hosts and compiler reinstalls. CCACHE_DIR, if set by the caller, is left as is.
     export CCACHE_BASEDIR=$build_dir
     export CCACHE_COMPILERCHECK=content
     launcher_flags=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
@@ -89,10 +89,6 @@ mv "$build_dir/bin.tmp" "$build_dir/bin"
 # llama-server prints its version to stderr.
 "$build_dir/bin/llama-server" --version >"$build_dir/version.txt" 2>&1 \
     || die "bin/llama-server --version failed: $(cat "$build_dir/version.txt")"
-
-if command -v ccache >/dev/null; then
-    ccache -s >&2 || true
-fi
 
 touch "$build_dir/.complete"
 log "built $build_dir/bin/llama-server: $(head -n 1 "$build_dir/version.txt")"

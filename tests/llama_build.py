@@ -1,0 +1,35 @@
+"""The local stack's llama-server on this machine, for tests that serve a model without a host.
+
+Built with the same script and into the same content-keyed folder that the local hosts mount as
+`<runtime>/builds` (scripts/local_stack.py), so whichever builds first, the host or this, the
+other reuses it.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import tarfile
+from pathlib import Path
+
+import stack_config
+from components.llama_server_build import BUILD_SCRIPT, build_key, source_input
+from scripts import llama_source, local_stack
+from tests.stack_files import stack_raw
+
+
+def local_stack_llama_server() -> Path:
+    cfg = stack_config.parse(stack_raw("local")).llama_cpp
+    source = source_input(cfg.source)
+    folder = llama_source.cache_dir() / "llama-builds" / build_key(source, list(cfg.cmake_flags))
+    if not (folder / ".complete").exists():
+        local_stack.host_binds()  # creates the shared cache folders
+        archive = llama_source.ensure_source_archive()
+        folder.mkdir(parents=True, exist_ok=True)
+        if not (folder / "src" / archive.subdir).is_dir():
+            with tarfile.open(archive.path) as tar:
+                tar.extractall(folder / "src", filter="tar")
+        env = {**os.environ, "CCACHE_DIR": str(llama_source.cache_dir() / "ccache")}
+        subprocess.run(["bash", str(BUILD_SCRIPT), str(folder), archive.subdir, "--", *cfg.cmake_flags],
+                       check=True, env=env)
+    return folder / "bin" / "llama-server"
