@@ -1,19 +1,10 @@
 #!/usr/bin/env bash
-# Installs everything the project needs on this machine, idempotently: the Python virtualenv,
-# the Pulumi engine (scripts/setup-engine.sh) and the host tools the local hosts need.
+# Installs what the project needs on this machine, idempotently: the Python virtualenv and the
+# Pulumi engine (scripts/setup-engine.sh). The local hosts install their own host tools
+# (debootstrap, systemd-container, zstd) when one is first booted (scripts/nspawn_host.py).
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 say() { echo "setup: $*" >&2; }
-
-missing=()
-for tool in debootstrap:debootstrap systemd-nspawn:systemd-container; do
-  command -v "${tool%%:*}" >/dev/null || missing+=("${tool#*:}")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-  say "installing ${missing[*]} (apt-get)"
-  apt-get update -qq >&2
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >&2
-fi
 
 # Reinstall only when requirements.txt changed.
 stamp=$repo/.venv/.requirements.sha256

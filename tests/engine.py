@@ -38,12 +38,16 @@ class Update:
     events: list[dict[str, Any]]
 
     def ops(self) -> dict[str, str]:
-        """resource name -> operation the engine applied (create, update, replace, delete...)."""
+        """resource name -> operation the engine applied (create, update, replace, delete...).
+
+        A replacement comes as several steps (create-replacement, replace, delete-replaced).
+        """
         done = {}
         for event in self.events:
             step = event.get("resOutputsEvent", {}).get("metadata")
             if step and "::pulumi:providers:" not in step["urn"]:
-                done[step["urn"].rsplit("::", 1)[1]] = step["op"]
+                op = step["op"]
+                done[step["urn"].rsplit("::", 1)[1]] = "replace" if "replace" in op else op
         return done
 
     def changes(self) -> dict[str, int]:

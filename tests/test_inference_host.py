@@ -232,6 +232,7 @@ def test_destroy_leaves_no_unit_behind(project, ssh):
     update = project.destroy(STACK)
     assert update.ok, update.output
     assert ssh.run(f"test -e /etc/systemd/system/{UNIT}", check=False).code != 0
-    assert ssh.run(f"systemctl list-unit-files {UNIT} --no-legend").stdout.strip() == ""
+    listed = ssh.run(f"systemctl list-unit-files {UNIT} --no-legend", check=False)
+    assert listed.code != 0 and listed.stdout.strip() == ""  # exits 1: no such unit file
     assert ssh.run("pgrep -x llama-server", check=False).code != 0
     assert ssh.run("test -e /opt/spear/config/server.conf", check=False).code != 0
