@@ -31,3 +31,13 @@ def engine_config(raw: dict[str, Any]) -> dict[str, str]:
     """What the engine hands the program: full keys, objects as JSON text."""
     return {f"spear-fleet:{key}": value if isinstance(value, str) else json.dumps(value)
             for key, value in raw.items()}
+
+
+# Seed 000 §6.2.1: the command line serve.sh must produce for the prod profile, flag by flag.
+SEED_COMMAND_LINE = (
+    "llama-server --model /opt/spear/models/gguf/Qwen3-Coder-Next-Q8_0-00001-of-00004.gguf"
+    " --ctx-size 524288 --parallel 1 --n-gpu-layers 99 --flash-attn on"
+    " --cache-type-k q8_0 --cache-type-v q8_0 --host 127.0.0.1 --port 8010 --jinja --threads 16"
+    " --rope-scaling yarn --rope-scale 2 --yarn-orig-ctx 262144"
+    " --override-kv qwen3next.context_length=int:524288"
+).split()

@@ -9,15 +9,8 @@ import runpy
 import pulumi
 import pytest
 
-from tests.stack_files import REPO, engine_config, prod_raw
+from tests.stack_files import REPO, SEED_COMMAND_LINE, engine_config, prod_raw
 
-SEED_COMMAND_LINE = (
-    "llama-server --model /opt/spear/models/gguf/Qwen3-Coder-Next-Q8_0-00001-of-00004.gguf"
-    " --ctx-size 524288 --parallel 1 --n-gpu-layers 99 --flash-attn on"
-    " --cache-type-k q8_0 --cache-type-v q8_0 --host 127.0.0.1 --port 8010 --jinja --threads 16"
-    " --rope-scaling yarn --rope-scale 2 --yarn-orig-ctx 262144"
-    " --override-kv qwen3next.context_length=int:524288"
-).split()
 
 
 class RecordingMocks(pulumi.runtime.Mocks):

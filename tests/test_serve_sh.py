@@ -9,12 +9,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
-import yaml
 
 import stack_config
 from components import render
+from tests.stack_files import REPO, SEED_COMMAND_LINE, prod_raw
 
-REPO = Path(__file__).resolve().parent.parent
 SERVE_SH = REPO / "hosts" / "inference" / "serve.sh"
 STAND_IN = "#!/bin/sh\nprintf '%s\\n' \"$@\"\n"  # a llama-server that prints its arguments
 
@@ -240,39 +239,21 @@ def test_shellcheck_clean():
                    check=True)
 
 
-# The seed's 6.2.1 command line, flag by flag.
-SEED_6_2_1 = [
-    ("--model", "/opt/spear/models/gguf/Qwen3-Coder-Next-Q8_0-00001-of-00004.gguf"),
-    ("--ctx-size", "524288"),
-    ("--parallel", "1"),
-    ("--n-gpu-layers", "99"),
-    ("--flash-attn", "on"),
-    ("--cache-type-k", "q8_0"),
-    ("--cache-type-v", "q8_0"),
-    ("--host", "127.0.0.1"),
-    ("--port", "8010"),
-    ("--jinja", None),
-    ("--threads", "16"),
-    ("--rope-scaling", "yarn"),
-    ("--rope-scale", "2"),
-    ("--yarn-orig-ctx", "262144"),
-    ("--override-kv", "qwen3next.context_length=int:524288"),
-]
-
-
-def test_prod_stack_renders_exactly_the_seed_command_line():
-    config = yaml.safe_load((REPO / "stacks" / "Pulumi.prod.yaml").read_text())["config"]
-    raw = {key.split(":", 1)[1]: value for key, value in config.items()}
-    raw["sshPrivateKey"] = "-----BEGIN OPENSSH PRIVATE KEY-----\n-----END OPENSSH PRIVATE KEY-----\n"
-    cfg = stack_config.parse(raw)
-    args = render.command_line(render.render_server_conf(render.server_conf_settings(cfg)))
-    assert args[0] == "llama-server"
-    flags = []
-    rest = args[1:]
+def flag_pairs(argv: list[str]) -> list[tuple[str, str | None]]:
+    """argv after the program as (flag, value or None) pairs."""
+    flags, rest = [], argv[1:]
     while rest:
         name, *rest = rest
         value = rest.pop(0) if rest and not rest[0].startswith("--") else None
         flags.append((name, value))
-    for position, (got, want) in enumerate(zip(flags, SEED_6_2_1)):
-        assert got == want, f"flag {position}: {got} != {want}"
-    assert len(flags) == len(SEED_6_2_1), flags
+    return flags
+
+
+def test_prod_stack_renders_exactly_the_seed_command_line():
+    cfg = stack_config.parse(prod_raw())
+    args = render.command_line(render.render_server_conf(render.server_conf_settings(cfg)))
+    assert args[0] == "llama-server"
+    got, want = flag_pairs(args), flag_pairs(SEED_COMMAND_LINE)
+    for position, (flag, seed_flag) in enumerate(zip(got, want)):
+        assert flag == seed_flag, f"flag {position}: {flag} != {seed_flag}"
+    assert len(got) == len(want), got

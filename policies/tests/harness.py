@@ -17,6 +17,7 @@ from pulumi_policy import (Policy, PolicyCustomTimeouts, PolicyResource, PolicyR
 from pulumi_policy.proxy import UNKNOWN_STRING_VALUE, unknown_checking_proxy
 
 from resources import DYNAMIC_TYPE, STACK_TYPE
+from tests.stack_files import SEED_COMMAND_LINE
 
 UNKNOWN = UNKNOWN_STRING_VALUE
 STACK_URN = "urn:pulumi:prod::spear-fleet::pulumi:pulumi:Stack::spear-fleet-prod"
@@ -25,13 +26,6 @@ DYNAMIC_URN = "urn:pulumi:prod::spear-fleet::spear:fleet:InferenceHost$pulumi-py
 _NAMES = {"llama-server-build": "inference-llama-server", "model-files": "inference-model",
           "server-conf": "inference-server-conf", "systemd-unit": "inference-unit"}
 
-_SEED_ARGV = (
-    "llama-server --model /opt/spear/models/gguf/Qwen3-Coder-Next-Q8_0-00001-of-00004.gguf"
-    " --ctx-size 524288 --parallel 1 --n-gpu-layers 99 --flash-attn on"
-    " --cache-type-k q8_0 --cache-type-v q8_0 --host 127.0.0.1 --port 8010 --jinja --threads 16"
-    " --rope-scaling yarn --rope-scale 2 --yarn-orig-ctx 262144"
-    " --override-kv qwen3next.context_length=int:524288"
-).split()
 
 _UNIT_TEXT = """[Unit]
 Description=SPEAR inference server (llama-server, started by serve.sh)
@@ -70,7 +64,7 @@ _PROD: dict[str, dict[str, Any]] = {
             "SPEAR_SERVER_THREADS": "16", "SPEAR_SERVER_NGL": "99", "SPEAR_SERVER_NCPUMOE": "0",
             "SPEAR_SERVER_MOE": "1", "SPEAR_SERVER_PARALLEL": "1",
         },
-        "command_line": _SEED_ARGV,
+        "command_line": SEED_COMMAND_LINE,
         "binds": [{"host": "reds.internal:22", "address": "127.0.0.1", "port": 8010.0,
                    "what": "llama-server"}],
     },
