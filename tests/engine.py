@@ -18,6 +18,8 @@ from typing import Any
 import yaml
 
 REPO = Path(__file__).resolve().parent.parent
+# The committed prod/dev placeholder secrets are encrypted with this passphrase (scripts/env.sh).
+EXAMPLE_PASSPHRASE = "spear-fleet-example"
 PROJECT_FILES = ("__main__.py", "stack_config.py", "components", "hosts", "requirements.txt")
 
 
@@ -145,3 +147,21 @@ class Project:
 
     def state_text(self, stack: str) -> str:
         return self.pulumi("stack", "export", "--stack", stack).stdout
+
+
+def repo_stack(workdir: Path, stack: str) -> Project:
+    """A project copy holding stacks/Pulumi.<stack>.yaml as committed, the stack created.
+
+    A stack that names an SSH key file gets a throwaway key instead, so the preview does not
+    depend on this machine's hosts (preview needs the key's text, not a host).
+    """
+    project = Project(workdir, engine_env())
+    project.env["PULUMI_CONFIG_PASSPHRASE"] = EXAMPLE_PASSPHRASE
+    stack_file = REPO / "stacks" / f"Pulumi.{stack}.yaml"
+    shutil.copy(stack_file, project.dir / "stacks")
+    project.pulumi("stack", "init", stack)
+    if "spear-fleet:sshPrivateKeyPath" in yaml.safe_load(stack_file.read_text())["config"]:
+        key = workdir / "id_ed25519"
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
+        project.set_config(stack, "sshPrivateKeyPath", str(key))
+    return project

@@ -5,6 +5,7 @@ an update and destroy, asserting on what the engine reports."""
 from __future__ import annotations
 
 import hashlib
+import json
 import shutil
 import subprocess
 
@@ -12,7 +13,7 @@ import pytest
 
 from components.ssh import Session
 from scripts import nspawn_host
-from tests.engine import Project, engine_env
+from tests.engine import Project, engine_env, repo_stack
 
 pytestmark = pytest.mark.integration
 
@@ -95,3 +96,18 @@ def test_preview_up_update_destroy_on_a_real_host(env, host, tmp_path):
     assert gone.ok and gone.changes() == {"delete": 2}
     with Session(connection) as ssh:
         assert ssh.read(PATH_ON_HOST) is None
+
+
+def test_prod_previews_without_its_hosts_and_never_shows_the_key(tmp_path):
+    # prod's host (reds.internal) is unreachable from here: a preview must not need it.
+    project = repo_stack(tmp_path, "prod")
+    key = project.pulumi("config", "get", "--stack", "prod", "sshPrivateKey").stdout
+    key_line = key.splitlines()[1]
+    shown = project.pulumi("preview", "--stack", "prod", "--diff")
+    assert "error" not in (shown.stdout + shown.stderr).lower()
+    assert "connection" in shown.stdout and "[secret]" in shown.stdout
+    preview = project.preview("prod")
+    assert preview["changeSummary"] == {"create": 8}
+    assert not [d for d in preview.get("diagnostics", []) if d["severity"] == "error"]
+    for text in (shown.stdout, shown.stderr, json.dumps(preview)):
+        assert key_line not in text

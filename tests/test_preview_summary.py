@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 import yaml
 
-from policies.tests.pack_runs import PackPreview, preview_with_pack, repo_stack
+from policies.tests.pack_runs import PackPreview, preview_with_pack
 from scripts import preview_summary
 from scripts.preview_summary import summarize
-from tests.engine import Project
+from tests.engine import Project, repo_stack
 
 URN = "urn:pulumi:prod::spear-fleet::spear:fleet:InferenceHost$pulumi-python:dynamic:Resource::"
 KEY = "-----BEGIN OPENSSH PRIVATE KEY-----\nc2VjcmV0\n-----END OPENSSH PRIVATE KEY-----\n"

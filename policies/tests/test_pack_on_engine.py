@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from pack_runs import REPO_STACKS, preview_with_pack, repo_stack
-from tests.engine import REPO
+from pack_runs import REPO_STACKS, preview_with_pack
+from tests.engine import REPO, repo_stack
 
 pytestmark = pytest.mark.integration
 
