@@ -8,6 +8,7 @@ the server in system.slice, disjoint from the user.slice scopes tool sandboxes r
 
 from __future__ import annotations
 
+import re
 import shlex
 import time
 from dataclasses import dataclass, field
@@ -24,6 +25,12 @@ UNIT_DIR = "/etc/systemd/system"
 
 def expected_cgroup_line(slice_name: str, unit: str) -> str:
     return f"0::/{slice_name}/{unit}"
+
+
+def listener_pids(host: Session, port: int) -> set[str]:
+    """PIDs of the processes listening on a TCP port on the host (`ss` from iproute2)."""
+    out = host.run(f"ss -Hltnp 'sport = :{int(port)}'").stdout
+    return set(re.findall(r"pid=(\d+)", out))
 
 
 def placement_ok(cgroup_text: str, slice_name: str, unit: str) -> bool:
@@ -70,6 +77,8 @@ class SystemdUnitProvider(HostProvider):
                      f" && systemctl reset-failed {q(unit)} 2>/dev/null; systemctl restart {q(unit)}")
             self._wait_healthy(host, unit, props["health"])
             pid = host.run(f"systemctl show -p MainPID --value {q(unit)}").stdout.strip()
+            if pid == "0":
+                raise RemoteError(f"{unit} answered its health check but has no main process")
             cgroup = host.run(f"cat /proc/{int(pid)}/cgroup").stdout
             if not placement_ok(cgroup, props["slice"], unit):
                 raise RemoteError(
@@ -81,26 +90,38 @@ class SystemdUnitProvider(HostProvider):
 
     @staticmethod
     def _wait_healthy(host: Session, unit: str, health: dict[str, Any]) -> None:
-        """Waits for HTTP 200 on the health endpoint; fails early, with the journal, if the
-        service stops or keeps restarting (serve.sh refusing to start, for instance)."""
+        """Waits for HTTP 200 on the health endpoint while the unit is running; fails early,
+        with the journal, if the service stops or keeps restarting (serve.sh refusing to start,
+        or the port taken by something else, for instance).
+
+        Only an answer from the unit's own main process counts: another server on the same
+        port (the unit then fails to bind it and restarts) is never taken for this one.
+        """
         deadline = time.monotonic() + float(health["timeout_seconds"])
         last = "no answer yet"
         while time.monotonic() < deadline:
-            shown = host.run(f"systemctl show -p ActiveState -p NRestarts {shlex.quote(unit)}").stdout
+            shown = host.run(f"systemctl show -p ActiveState -p NRestarts -p MainPID {shlex.quote(unit)}"
+                             ).stdout
             state = dict(line.split("=", 1) for line in shown.split())
             if state.get("ActiveState") == "failed" or int(state.get("NRestarts", "0")) > 0:
                 journal = host.run(f"journalctl -u {shlex.quote(unit)} -n 40 --no-pager -o cat",
                                    check=False).stdout
                 raise RemoteError(f"{unit} did not stay up ({shown.split()}); its journal:\n"
                                   f"{tail(journal)}")
-            try:
-                status, body = host.http(int(health["port"]), "GET", health["path"],
-                                         address=health["address"], timeout=10)
-                if status == 200:
-                    return
-                last = f"HTTP {status}: {body[:200]!r}"
-            except ConnectionError as err:
-                last = str(err)
+            if state.get("ActiveState") == "active" and state.get("MainPID", "0") != "0":
+                try:
+                    status, body = host.http(int(health["port"]), "GET", health["path"],
+                                             address=health["address"], timeout=10)
+                    listeners = listener_pids(host, int(health["port"]))
+                    if status == 200 and state["MainPID"] in listeners:
+                        return
+                    last = (f"HTTP {status}: {body[:200]!r}" if status != 200 else
+                            f"port {health['port']} is served by another process, not {unit}"
+                            f" (main PID {state['MainPID']}; listening: {sorted(listeners) or 'not visible'})")
+                except ConnectionError as err:
+                    last = str(err)
+            else:
+                last = f"unit not running yet ({shown.split()})"
             time.sleep(1)
         raise RemoteError(f"{unit} not healthy after {health['timeout_seconds']} s"
                           f" ({health['address']}:{health['port']}{health['path']}: {last})")

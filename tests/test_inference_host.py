@@ -28,6 +28,8 @@ pytestmark = pytest.mark.integration
 
 HOST = "it-inference"
 SSH_PORT = 2231
+# Not the local stack's 8010: the hosts share this machine's loopback, and the `local` host may be up.
+SERVER_PORT = 8110
 STACK = "it"
 UNIT = "spear-inference.service"
 SMOKE = f"end_turn | {EXPECTED_TEXT} | ()"
@@ -58,6 +60,7 @@ def project(host, tmp_path_factory):
     proj = Project(tmp_path_factory.mktemp("inference"), engine_env())
     config = local_config()
     config["inferenceHost"]["ssh"]["port"] = SSH_PORT
+    config["server"]["port"] = SERVER_PORT
     config["sshPrivateKeyPath"] = str(host.private_key_path)
     proj.new_stack(STACK, config)
     return proj
@@ -87,7 +90,7 @@ def test_up_on_a_fresh_host_serves_and_passes_the_smoke_test(project, ssh):
     assert state["ActiveState"] == "active"
     assert f"0::/system.slice/{UNIT}" in ssh.run(f"cat /proc/{state['MainPID']}/cgroup").stdout.splitlines()
     assert ssh.run("systemctl is-enabled spear-inference").stdout.strip() == "enabled"
-    status, body = ssh.http(8010, "GET", "/health")
+    status, body = ssh.http(SERVER_PORT, "GET", "/health")
     assert status == 200, body
     assert ssh.run("readlink /opt/spear/current").stdout.strip() == f"/opt/spear/builds/{out['build_key']}"
     manifest = json.loads(ssh.read("/opt/spear/models/manifest.json"))
@@ -225,6 +228,25 @@ def test_a_new_source_rebuilds(project, ssh, tmp_path):
     assert ssh.run(f"test -f /opt/spear/builds/{new_key}/.complete && test -f /opt/spear/builds/{new_key}/src/"
                    f"{llama_source.SUBDIR}/SPEAR-REPACK-NOTE").code == 0
     assert ssh.run("readlink /opt/spear/current").stdout.strip() == f"/opt/spear/builds/{new_key}"
+    assert project.outputs(STACK)["smoke_test"] == SMOKE
+
+
+def test_another_server_on_the_port_fails_the_update(project, ssh):
+    # Something else answers /health on the server's port: its answer must not pass for ours.
+    ssh.run("systemctl stop spear-inference && mkdir -p /tmp/impostor && echo ok > /tmp/impostor/health"
+            f" && systemd-run --unit impostor python3 -m http.server {SERVER_PORT} --bind 127.0.0.1"
+            " --directory /tmp/impostor")
+    try:
+        project.set_config(STACK, "server.threads", 1)
+        update = project.up(STACK)
+        assert not update.ok
+        assert f"{UNIT} did not stay up" in update.output
+        assert "bind" in update.output  # llama-server's own words, from the journal
+    finally:
+        ssh.run("systemctl stop impostor")
+    project.set_config(STACK, "server.threads", 2)
+    update = project.up(STACK)
+    assert update.ok, update.output
     assert project.outputs(STACK)["smoke_test"] == SMOKE
 
 
