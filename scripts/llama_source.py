@@ -44,7 +44,7 @@ def cache_dir() -> Path:
     return Path(os.environ.get("SPEAR_CACHE") or Path.home() / ".cache" / "spear-fleet")
 
 
-def _sha256(path: Path) -> str:
+def file_sha256(path: Path) -> str:
     digest = hashlib.sha256()
     with path.open("rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
@@ -72,7 +72,7 @@ def ensure_source_archive() -> SourceArchive:
     path = cache_dir() / "sources" / ARCHIVE_NAME
     if not path.exists():
         _download(path)
-    sha256 = _sha256(path)
+    sha256 = file_sha256(path)
     if sha256 != ARCHIVE_SHA256:
         raise RuntimeError(
             f"{path} has sha256 {sha256}, expected {ARCHIVE_SHA256}; delete it to download again"

@@ -116,45 +116,41 @@ def test_the_ssh_key_is_secret_in_state(project, host):
     assert key_body not in project.pulumi("preview", "--stack", STACK, "--diff").stdout
 
 
-def test_a_new_context_size_restarts_without_rebuilding(project, ssh):
+def restarts_without_rebuilding(project: Project, ssh: Session, path: str, value: Any,
+                                summary: str, part: str, change: str) -> None:
+    """Sets one config value; the preview summary, the update and the host must all show a
+    restart of the server, the named part changed in place, and the build untouched."""
     key = project.outputs(STACK)["build_key"]
     built = build_marker(ssh, key)
     pid_before = unit_state(ssh)["MainPID"]
-    project.set_config(STACK, "server.ctxSize", 384)
+    project.set_config(STACK, path, value)
     line, changes = review(project)
-    assert line == "restart, no rebuild"
-    assert changes["inference-server-conf"] == "config only (restart)"
+    assert line == summary
+    assert changes[part] == change
     update = project.up(STACK)
     assert update.ok, update.output
     ops = update.ops()
-    assert ops["inference-server-conf"] == "update"
+    assert ops[part] == "update"
     assert ops["inference-unit"] == "update"
     assert ops["inference-llama-server"] == "same"
     assert unit_state(ssh)["MainPID"] != pid_before
     assert build_marker(ssh, key) == built
+    assert project.outputs(STACK)["smoke_test"] == SMOKE
+
+
+def test_a_new_context_size_restarts_without_rebuilding(project, ssh):
+    restarts_without_rebuilding(project, ssh, "server.ctxSize", 384, "restart, no rebuild",
+                                "inference-server-conf", "config only (restart)")
     assert "SPEAR_SERVER_CTX=384" in ssh.read("/opt/spear/config/server.conf")
     assert "--ctx-size\n384" in "\n".join(project.outputs(STACK)["command_line"])
-    assert project.outputs(STACK)["smoke_test"] == SMOKE
 
 
 def test_a_new_model_re_verifies_and_restarts_without_rebuilding(project, ssh):
-    key = project.outputs(STACK)["build_key"]
-    built = build_marker(ssh, key)
-    pid_before = unit_state(ssh)["MainPID"]
-    project.set_config(STACK, "model.shards[0].name", "spear-smoke-renamed.gguf")
-    line, changes = review(project)
-    assert line == "restart, no rebuild (after a model re-fetch)"
-    assert changes["inference-model"] == "model re-fetch"
-    update = project.up(STACK)
-    assert update.ok, update.output
-    ops = update.ops()
-    assert ops["inference-model"] == "update"
-    assert ops["inference-llama-server"] == "same"
-    assert unit_state(ssh)["MainPID"] != pid_before
-    assert build_marker(ssh, key) == built
+    restarts_without_rebuilding(project, ssh, "model.shards[0].name", "spear-smoke-renamed.gguf",
+                                "restart, no rebuild (after a model re-fetch)",
+                                "inference-model", "model re-fetch")
     files = ssh.run("ls /opt/spear/models/gguf").stdout.split()
     assert files == ["spear-smoke-renamed.gguf"]  # the shard the manifest dropped is gone
-    assert project.outputs(STACK)["smoke_test"] == SMOKE
 
 
 def test_an_unreadable_adapter_serves_the_base_model(project, ssh):
@@ -207,7 +203,7 @@ def _repacked_source(dest: Path) -> tuple[Path, str]:
         info = tarfile.TarInfo(f"{archive.subdir}/SPEAR-REPACK-NOTE")
         info.size = len(note)
         out.addfile(info, io.BytesIO(note))
-    return dest, llama_source._sha256(dest)
+    return dest, llama_source.file_sha256(dest)
 
 
 def test_a_new_source_rebuilds(project, ssh, tmp_path):

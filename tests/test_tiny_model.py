@@ -7,7 +7,6 @@ on this machine when no local host has built it yet (tests/llama_build.py).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import socket
 import subprocess
@@ -19,7 +18,7 @@ import numpy as np
 import pytest
 from gguf import GGUFReader
 
-from scripts import tiny_model
+from scripts import llama_source, tiny_model
 from tests.llama_build import local_stack_llama_server
 from tests.stack_files import stack_raw
 
@@ -40,7 +39,7 @@ def test_the_local_stack_names_the_smoke_model_exactly():
     path = tiny_model.ensure_model(tiny_model.SMOKE_ANSWER)
     assert Path(shard["source"]).expanduser() == path
     assert shard["size"] == path.stat().st_size
-    assert shard["sha256"] == hashlib.sha256(path.read_bytes()).hexdigest()
+    assert shard["sha256"] == llama_source.file_sha256(path)
 
 
 @pytest.fixture(scope="module", params=ANSWERS, ids=["smoke", "tool-call"])
