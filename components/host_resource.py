@@ -13,8 +13,6 @@ from typing import Any
 import pulumi
 from pulumi.dynamic import CreateResult, DiffResult, Resource, ResourceProvider, UpdateResult
 
-DYNAMIC_TYPE = "pulumi-python:dynamic:Resource"
-
 
 class HostProvider(ResourceProvider):
     """Diffs on the inputs a subclass names; the SSH connection never forces a change.

@@ -106,7 +106,6 @@ class InferenceHost(pulumi.ComponentResource):
             triggers={"started_at": self.unit.started_at},
         ), pulumi.ResourceOptions(parent=self, depends_on=[self.unit]))
 
-        self.command_line = argv
         outputs: dict[str, Any] = {
             "llama_server_version": self.build.version,
             "build_key": self.build.build_key,

@@ -20,6 +20,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from scripts.cache import cache_dir
+
 PACKAGE = "llama-cpp-python"
 VERSION = "0.3.36"
 ARCHIVE_NAME = f"llama_cpp_python-{VERSION}.tar.gz"
@@ -39,9 +41,6 @@ class SourceArchive:
     def to_json(self) -> dict[str, str]:
         return {"path": str(self.path), "sha256": self.sha256, "subdir": self.subdir}
 
-
-def cache_dir() -> Path:
-    return Path(os.environ.get("SPEAR_CACHE") or Path.home() / ".cache" / "spear-fleet")
 
 
 def file_sha256(path: Path) -> str:

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 from scripts import llama_source, nspawn_host, tiny_model
+from scripts.cache import cache_dir
 
 LOCAL_HOST = "local"
 LOCAL_SSH_PORT = 2222  # matches stacks/Pulumi.local.yaml
@@ -22,7 +23,7 @@ RUNTIME_DIR = "/opt/spear"
 
 
 def host_binds() -> list[tuple[str, str]]:
-    cache = nspawn_host.cache_dir()
+    cache = cache_dir()
     binds = [(cache / "llama-builds", f"{RUNTIME_DIR}/builds"), (cache / "ccache", "/root/.cache/ccache")]
     for src, _ in binds:
         src.mkdir(parents=True, exist_ok=True)

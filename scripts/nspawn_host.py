@@ -40,6 +40,8 @@ import paramiko
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from scripts.cache import cache_dir
+
 SUITE = "bookworm"
 MIRROR = "http://deb.debian.org/debian"
 PACKAGES = (
@@ -101,9 +103,6 @@ def _log(msg: str) -> None:
     # stderr, so that the CLI's stdout stays pure JSON for the shell scripts that parse it.
     print(f"[nspawn_host] {msg}", file=sys.stderr, flush=True)
 
-
-def cache_dir() -> Path:
-    return Path(os.environ.get("SPEAR_CACHE") or Path.home() / ".cache" / "spear-fleet")
 
 
 def _host_dir(name: str) -> Path:

@@ -32,7 +32,8 @@ from pathlib import Path
 import numpy as np
 from gguf import GGUFReader, GGUFWriter, LlamaFileType, TokenType
 
-from scripts.llama_source import ARCHIVE_SHA256, cache_dir, ensure_source_archive, read_member
+from scripts.cache import cache_dir
+from scripts.llama_source import ARCHIVE_SHA256, ensure_source_archive, read_member
 
 # Bump when the model recipe changes, so cached models are rebuilt.
 RECIPE_VERSION = 2

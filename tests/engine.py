@@ -8,7 +8,6 @@ repository's stacks or the developer's state. Results are read from the engine's
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -98,16 +97,13 @@ class Project:
                                  f"{result.stdout[-6000:]}\n{result.stderr[-3000:]}")
         return result
 
-    def new_stack(self, name: str, config: dict[str, Any], secrets: dict[str, str] = {}) -> None:
+    def new_stack(self, name: str, config: dict[str, Any]) -> None:
         """Creates a stack whose config file holds `config` (keys without the project prefix)."""
         self.pulumi("stack", "init", name)
         path = self.dir / "stacks" / f"Pulumi.{name}.yaml"
-        doc = yaml.safe_load(path.read_text()) if path.exists() else {}
-        doc = doc or {}
+        doc = (yaml.safe_load(path.read_text()) if path.exists() else None) or {}
         doc["config"] = {f"spear-fleet:{k}": v for k, v in config.items()}
         path.write_text(yaml.safe_dump(doc))
-        for key, value in secrets.items():
-            self.pulumi("config", "set", "--secret", "--stack", name, key, value)
 
     def set_config(self, stack: str, path: str, value: str | int | bool) -> None:
         """`pulumi config set --path`, keeping the value's type."""

@@ -15,13 +15,14 @@ from pathlib import Path
 import stack_config
 from components.llama_server_build import BUILD_SCRIPT, build_key, source_input
 from scripts import llama_source, local_stack
+from scripts.cache import cache_dir
 from tests.stack_files import stack_raw
 
 
 def local_stack_llama_server() -> Path:
     cfg = stack_config.parse(stack_raw("local")).llama_cpp
     source = source_input(cfg.source)
-    folder = llama_source.cache_dir() / "llama-builds" / build_key(source, list(cfg.cmake_flags))
+    folder = cache_dir() / "llama-builds" / build_key(source, list(cfg.cmake_flags))
     if not (folder / ".complete").exists():
         local_stack.host_binds()  # creates the shared cache folders
         archive = llama_source.ensure_source_archive()
@@ -29,7 +30,7 @@ def local_stack_llama_server() -> Path:
         if not (folder / "src" / archive.subdir).is_dir():
             with tarfile.open(archive.path) as tar:
                 tar.extractall(folder / "src", filter="tar")
-        env = {**os.environ, "CCACHE_DIR": str(llama_source.cache_dir() / "ccache")}
+        env = {**os.environ, "CCACHE_DIR": str(cache_dir() / "ccache")}
         subprocess.run(["bash", str(BUILD_SCRIPT), str(folder), archive.subdir, "--", *cfg.cmake_flags],
                        check=True, env=env)
     return folder / "bin" / "llama-server"

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pulumi
 import yaml
 
 import stack_config
@@ -41,3 +42,17 @@ SEED_COMMAND_LINE = (
     " --rope-scaling yarn --rope-scale 2 --yarn-orig-ctx 262144"
     " --override-kv qwen3next.context_length=int:524288"
 ).split()
+
+
+class RecordingMocks(pulumi.runtime.Mocks):
+    """Pulumi mocks that remember every resource registered, by name, in order."""
+
+    def __init__(self) -> None:
+        self.resources: dict[str, pulumi.runtime.MockResourceArgs] = {}
+
+    def new_resource(self, args: pulumi.runtime.MockResourceArgs):
+        self.resources[args.name] = args
+        return [f"{args.name}-id", args.inputs]
+
+    def call(self, args: pulumi.runtime.MockCallArgs):
+        return {}

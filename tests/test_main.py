@@ -9,20 +9,8 @@ import runpy
 import pulumi
 import pytest
 
-from tests.stack_files import REPO, SEED_COMMAND_LINE, engine_config, prod_raw
+from tests.stack_files import REPO, SEED_COMMAND_LINE, RecordingMocks, engine_config, prod_raw
 
-
-
-class RecordingMocks(pulumi.runtime.Mocks):
-    def __init__(self) -> None:
-        self.resources: dict[str, pulumi.runtime.MockResourceArgs] = {}
-
-    def new_resource(self, args: pulumi.runtime.MockResourceArgs):
-        self.resources[args.name] = args
-        return [f"{args.name}-id", args.inputs]
-
-    def call(self, args: pulumi.runtime.MockCallArgs):
-        return {}
 
 
 @pytest.fixture

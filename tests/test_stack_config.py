@@ -4,19 +4,16 @@ allowed, all problems at once, before any resource is registered; the real stack
 from __future__ import annotations
 
 import copy
-import json
 import os
-from pathlib import Path
 from typing import Any
 
 import pulumi
 import pytest
-import yaml
 
 import stack_config
 from scripts import llama_source
 from stack_config import ConfigError, GitSource, ArchiveSource, parse
-from tests.stack_files import DUMMY_KEY, REPO, engine_config, prod_raw, stack_raw
+from tests.stack_files import DUMMY_KEY, RecordingMocks, engine_config, prod_raw, stack_raw
 
 DELETE = object()
 
@@ -155,7 +152,7 @@ def test_bad_value_is_refused_naming_key_and_allowed(mocks, raw, key, allowed):
     # Through load() as the program runs it, so each case also proves nothing was registered.
     with pytest.raises(ConfigError) as error:
         run_program(engine_config(raw), SECRET)
-    assert mocks.registered == []
+    assert list(mocks.resources) == []
     line = problem_line(error.value, key)
     assert "; allowed: " in line
     assert allowed in line.split("; allowed: ", 1)[1]
@@ -282,21 +279,9 @@ def test_adapter_and_hash_normalisation():
 # load(): through the Pulumi runtime, with mocks counting the resources registered
 
 
-class CountingMocks(pulumi.runtime.Mocks):
-    def __init__(self) -> None:
-        self.registered: list[str] = []
-
-    def new_resource(self, args: pulumi.runtime.MockResourceArgs):
-        self.registered.append(args.name)
-        return [f"{args.name}-id", args.inputs]
-
-    def call(self, args: pulumi.runtime.MockCallArgs):
-        return {}
-
-
 @pytest.fixture
 def mocks():
-    mocks = CountingMocks()
+    mocks = RecordingMocks()
     pulumi.runtime.set_mocks(mocks, project="spear-fleet", stack="test")
     yield mocks
     pulumi.runtime.set_all_config({}, [])
@@ -323,7 +308,7 @@ SECRET = ["spear-fleet:sshPrivateKey"]
 
 def test_load_good_config_registers_the_program_resources(mocks):
     loaded = run_program(engine_config(prod_raw()), SECRET)
-    assert mocks.registered == ["probe"]
+    assert list(mocks.resources) == ["probe"]
     cfg, key = loaded
     assert key == DUMMY_KEY
     assert cfg.server.ctx_size == 524288
@@ -362,4 +347,4 @@ def test_load_bad_config_registers_zero_resources(mocks, config, secret_keys, ke
     with pytest.raises(ConfigError) as error:
         run_program(config, secret_keys)
     problem_line(error.value, key)
-    assert mocks.registered == []
+    assert list(mocks.resources) == []
