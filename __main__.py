@@ -4,23 +4,17 @@ import dataclasses
 
 import pulumi
 
-import stack_config
 from components.inference_host import InferenceHost, InferenceHostArgs
-from components.render import server_conf_settings
+from config.load import load
 
-config = stack_config.load()
+stack = load()
 
-inference = InferenceHost("inference", InferenceHostArgs(
-    host=config.inference_host,
-    private_key=config.ssh_private_key,
-    llama_cpp=config.llama_cpp,
-    model=config.model,
-    server=config.server,
-    server_conf=server_conf_settings(config),
-))
+inference_hosts = {
+    name: InferenceHost(name, InferenceHostArgs(config=host, private_key=stack.ssh_keys[name]))
+    for name, host in stack.config.inference_hosts.items()
+}
 
-for key, value in inference.outputs.items():
-    pulumi.export(key, value)
-pulumi.export("backend", {"name": config.inference_host.backend, "client_port": config.client_port})
-# The client-side tunnel ports of all backends, so the policy pack can check them for collisions.
-pulumi.export("backends", dataclasses.asdict(config.backends))
+pulumi.export("inference_hosts", {name: host.outputs for name, host in inference_hosts.items()})
+# The client side's backend table, so the policy pack can check the tunnel ports for collisions.
+pulumi.export("backends", {name: dataclasses.asdict(backend)
+                           for name, backend in stack.config.backends.items()})

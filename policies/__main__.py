@@ -1,32 +1,21 @@
-"""The spear-fleet policy pack: one rule per module, each named after its rule."""
+"""The spear-fleet policy pack: one rule per module, grouped by family, each named after its rule.
 
-from pulumi_policy import EnforcementLevel, PolicyPack
+The pack runs from this folder; the repository root goes on the path so the rules share the
+project's one home of each seed rule (`spear/rules.py`, `spear/tokens.py`) with the program.
+"""
 
-import context_size_explicit
-import inference_system_unit
-import jinja_enabled
-import kv_cache_and_slots
-import llama_source_pinned
-import model_shards_hashed
-import ports_distinct
-import server_loopback_only
-import yarn_matches_context
+import sys
+from pathlib import Path
 
-RULES = (
-    llama_source_pinned,
-    model_shards_hashed,
-    context_size_explicit,
-    yarn_matches_context,
-    jinja_enabled,
-    server_loopback_only,
-    inference_system_unit,
-    ports_distinct,
-    kv_cache_and_slots,
-)
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from pulumi_policy import EnforcementLevel, PolicyPack  # noqa: E402
+
+from policies.inference import RULES as INFERENCE_RULES  # noqa: E402
 
 PolicyPack(
     name="spear-fleet",
     # Each rule states its own level; a rule that forgot would block rather than only advise.
     enforcement_level=EnforcementLevel.MANDATORY,
-    policies=[rule.POLICY for rule in RULES],
+    policies=[rule.POLICY for rule in INFERENCE_RULES],
 )

@@ -1,0 +1,126 @@
+"""The smoke test (seed 6.2.11) as a deploy check.
+
+One chat completion asks for exactly `SPEAR-BACKEND-OK`; a healthy server and backend contract
+answer with three parts: stop reason end_turn (finish_reason "stop"), exactly that text, and no
+tool calls. Anything else fails the update, showing all three parts. It runs again whenever
+the service it checks was restarted.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+from pulumi.dynamic import ReadResult
+
+from components.hostops.host_resource import HostProvider, HostResource
+from components.hostops.ssh import RemoteError, Session
+from spear import tokens
+from spear.rules import SMOKE_ANSWER
+
+EXPECTED_TEXT = SMOKE_ANSWER
+SYSTEM_PROMPT = "Reply with exactly the token requested, nothing else."
+USER_PROMPT = f"Reply with exactly: {EXPECTED_TEXT}"
+
+# OpenAI finish_reason -> the harness's stop reason (seed 6.2.7, 6.2.10).
+_STOP_REASONS = {"stop": "end_turn", "tool_calls": "tool_use", "length": "max_tokens",
+                 "content_filter": "refusal"}
+
+
+@dataclass(frozen=True)
+class SmokeResult:
+    stop_reason: str
+    text: str
+    tool_calls: tuple[str, ...]
+
+    @property
+    def passed(self) -> bool:
+        return self.stop_reason == "end_turn" and self.text == EXPECTED_TEXT and not self.tool_calls
+
+    def __str__(self) -> str:
+        calls = "(" + ", ".join(self.tool_calls) + ("," if len(self.tool_calls) == 1 else "") + ")"
+        return f"{self.stop_reason} | {self.text} | {calls}"
+
+
+def request_body(model: str) -> bytes:
+    return json.dumps({
+        "model": model,
+        "messages": [{"role": "system", "content": SYSTEM_PROMPT},
+                     {"role": "user", "content": USER_PROMPT}],
+        "stream": False,
+    }).encode()
+
+
+def judge(response: dict[str, Any]) -> SmokeResult:
+    """The three parts of an OpenAI-compatible chat completion."""
+    choice = (response.get("choices") or [{}])[0]
+    message = choice.get("message") or {}
+    finish = choice.get("finish_reason")
+    return SmokeResult(
+        stop_reason=_STOP_REASONS.get(finish, "other" if finish else "error"),
+        text=(message.get("content") or "").strip(),
+        tool_calls=tuple(call.get("function", {}).get("name", "?")
+                         for call in message.get("tool_calls") or ()),
+    )
+
+
+@dataclass
+class SmokeTestArgs:
+    connection: pulumi.Input[dict]
+    port: int
+    address: str = "127.0.0.1"
+    model: str = "spear"
+    # Re-run whenever one of these changes (e.g. the service's start time).
+    triggers: dict[str, pulumi.Input[Any]] | None = None
+
+
+class SmokeTestProvider(HostProvider):
+    update_fields = ("triggers", "port", "address", "model")
+
+    def resource_id(self, props: dict[str, Any]) -> str:
+        return f"{props['connection']['host']}:{props['address']}:{props['port']}"
+
+    def apply(self, props: dict[str, Any], olds: dict[str, Any] | None) -> dict[str, Any]:
+        with Session(props["connection"]) as host:
+            status, body = host.http(int(props["port"]), "POST", "/v1/chat/completions",
+                                     request_body(props["model"]), address=props["address"],
+                                     timeout=300)
+        if status != 200:
+            raise RemoteError(f"smoke test: HTTP {status} from the server: {body[:500]!r}")
+        result = judge(json.loads(body))
+        if not result.passed:
+            raise RemoteError(f"smoke test failed: got `{result}`,"
+                              f" expected `end_turn | {EXPECTED_TEXT} | ()`")
+        return {**props, "stop_reason": result.stop_reason, "text": result.text,
+                "tool_calls": list(result.tool_calls), "summary": str(result)}
+
+    def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
+        return ReadResult(id_=id_, outs=dict(props))  # a check leaves nothing on the host
+
+    def delete(self, _id: str, props: dict[str, Any]) -> None:
+        return None
+
+
+class SmokeTest(HostResource, module=tokens.DYNAMIC_MODULE, name=tokens.SMOKE_TEST.name):
+    stop_reason: pulumi.Output[str]
+    text: pulumi.Output[str]
+    tool_calls: pulumi.Output[list]
+    summary: pulumi.Output[str]
+
+    def __init__(self, name: str, args: SmokeTestArgs,
+                 opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__(
+            SmokeTestProvider(),
+            name,
+            {
+                "connection": args.connection,
+                "port": args.port,
+                "address": args.address,
+                "model": args.model,
+                "triggers": args.triggers or {},
+            },
+            opts,
+            outputs=("stop_reason", "text", "tool_calls", "summary"),
+        )

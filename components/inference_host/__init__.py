@@ -1,0 +1,122 @@
+"""The SPEAR inference host: llama-server built on the host, its model, its config, its launcher,
+the spear-inference system unit, and the smoke test that proves them together.
+
+Each part is its own resource so that its diff is the upgrade: a new llama.cpp pin replaces the
+build; a new model manifest re-verifies (and fetches) the shards; a changed setting rewrites
+server.conf. Any of those restarts the service; only the first rebuilds.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+
+from components.hostops.remote_file import RemoteFile, RemoteFileArgs, content_digest
+from components.hostops.smoke_test import SmokeTest, SmokeTestArgs
+from components.hostops.ssh import connection_input
+from components.hostops.systemd_unit import HealthCheck, SystemdUnit, SystemdUnitArgs
+from components.inference_host.llama_server_build import (LlamaServerBuild, LlamaServerBuildArgs,
+                                                          build_key, source_input)
+from components.inference_host.model_files import (ModelFiles, ModelFilesArgs, manifest_digest,
+                                                   manifest_input)
+from components.inference_host.render import (SERVE_SH, command_line, render_server_conf,
+                                              render_unit, server_conf_settings)
+from config.types import InferenceHost as HostConfig
+from spear import tokens
+from spear.rules import INFERENCE_UNIT, SYSTEM_SLICE
+
+
+class ServerConf(RemoteFile, module=tokens.DYNAMIC_MODULE, name=tokens.SERVER_CONF.name):
+    """<runtime>/config/server.conf, with the settings and command line it gives (for policies)."""
+
+
+class Launcher(RemoteFile, module=tokens.DYNAMIC_MODULE, name=tokens.LAUNCHER.name):
+    """<runtime>/bin/serve.sh, the launcher that holds no deployment values."""
+
+
+@dataclass
+class InferenceHostArgs:
+    config: HostConfig
+    private_key: pulumi.Input[str]
+
+
+class InferenceHost(pulumi.ComponentResource):
+    def __init__(self, name: str, args: InferenceHostArgs,
+                 opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__(tokens.INFERENCE_HOST, name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        cfg = args.config
+        ssh, runtime, server = cfg.ssh, cfg.runtime_dir, cfg.server
+        connection = pulumi.Output.secret(
+            connection_input(ssh.host, ssh.port, ssh.user, args.private_key))
+
+        self.build = LlamaServerBuild(f"{name}-llama-server", LlamaServerBuildArgs(
+            connection=connection,
+            runtime_dir=runtime,
+            source=cfg.llama_cpp.source,
+            cmake_flags=cfg.llama_cpp.cmake_flags,
+        ), child)
+
+        self.model = ModelFiles(f"{name}-model", ModelFilesArgs(
+            connection=connection, runtime_dir=runtime, shards=cfg.model.shards), child)
+
+        launcher_text = SERVE_SH.read_text()
+        self.launcher = Launcher(f"{name}-serve-sh", RemoteFileArgs(
+            connection=connection,
+            path=posixpath.join(runtime, "bin", "serve.sh"),
+            content=launcher_text,
+            mode=0o755,
+        ), child)
+
+        settings = server_conf_settings(cfg)
+        conf_text = render_server_conf(settings)
+        argv = command_line(conf_text)
+        self.server_conf = ServerConf(f"{name}-server-conf", RemoteFileArgs(
+            connection=connection,
+            path=posixpath.join(runtime, "config", "server.conf"),
+            content=conf_text,
+            facts={
+                "settings": settings,
+                "command_line": argv,
+                "binds": [{"host": ssh.address, "address": server.host,
+                           "port": server.port, "what": "llama-server"}],
+            },
+        ), child)
+
+        source = source_input(cfg.llama_cpp.source)
+        self.unit = SystemdUnit(f"{name}-unit", SystemdUnitArgs(
+            connection=connection,
+            unit=INFERENCE_UNIT,
+            content=render_unit(runtime),
+            slice=SYSTEM_SLICE,
+            health=HealthCheck(port=server.port, address=server.host),
+            # Known before the update, so a preview shows which of them restarts the server.
+            restart_triggers={
+                "build_key": build_key(source, list(cfg.llama_cpp.cmake_flags)),
+                "model": manifest_digest(manifest_input(cfg.model.shards)),
+                "server_conf": content_digest(conf_text),
+                "launcher": content_digest(launcher_text),
+            },
+        ), pulumi.ResourceOptions(parent=self,
+                                  depends_on=[self.build, self.model, self.launcher, self.server_conf]))
+
+        self.smoke_test = SmokeTest(f"{name}-smoke-test", SmokeTestArgs(
+            connection=connection,
+            port=server.port,
+            address=server.host,
+            triggers={"started_at": self.unit.started_at},
+        ), pulumi.ResourceOptions(parent=self, depends_on=[self.unit]))
+
+        self.outputs: dict[str, Any] = {
+            "llama_server_version": self.build.version,
+            "build_key": self.build.build_key,
+            "model_path": self.model.model_path,
+            "command_line": argv,
+            "cgroup": self.unit.cgroup,
+            "smoke_test": self.smoke_test.summary,
+            "backend": {"name": cfg.backend.name, "client_port": cfg.backend.port},
+        }
+        self.register_outputs(self.outputs)

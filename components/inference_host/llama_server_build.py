@@ -1,0 +1,152 @@
+"""llama-server, built on the inference host from a pinned source.
+
+The build lives in `<runtime>/builds/<build key>`, where the key is a digest of what decides
+the binary: the source's content pin (commit, or archive sha256 and subdir) and the cmake flags.
+A new pin or new flags is a new key, so the resource is replaced (a rebuild); anything else
+leaves it alone. A finished build is never thrown away by a replacement or a destroy: a
+re-created resource with a key that was built before reuses it at once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import posixpath
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pulumi
+from pulumi.dynamic import ReadResult
+
+from components.hostops.host_resource import HostProvider, HostResource
+from components.hostops.ssh import RemoteError, Session
+from config.types import ArchiveSource, GitSource
+from spear import tokens
+
+BUILD_SCRIPT = Path(__file__).resolve().parents[2] / "hosts" / "inference" / "build-llama-server.sh"
+
+
+def source_input(source: GitSource | ArchiveSource) -> dict[str, str]:
+    if isinstance(source, GitSource):
+        return {"git": source.url, "commit": source.commit}
+    return {"archive": source.archive, "sha256": source.sha256, "subdir": source.subdir}
+
+
+def build_key(source: dict[str, str], cmake_flags: list[str]) -> str:
+    """What the binary depends on: the content pin, not where the source is fetched from."""
+    pin = {k: source[k] for k in ("commit", "sha256", "subdir") if k in source}
+    canonical = json.dumps({"source": pin, "cmake_flags": list(cmake_flags)}, sort_keys=True)
+    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+def build_dir(runtime_dir: str, key: str) -> str:
+    return posixpath.join(runtime_dir, "builds", key)
+
+
+@dataclass
+class LlamaServerBuildArgs:
+    connection: pulumi.Input[dict]
+    runtime_dir: str
+    source: GitSource | ArchiveSource
+    cmake_flags: tuple[str, ...]
+    # A build takes about 20 min on 2 CPU cores; a GPU host with CUDA takes longer.
+    timeout_seconds: int = 3 * 3600
+
+
+class LlamaServerBuildProvider(HostProvider):
+    replace_fields = ("build_key", "runtime_dir")
+
+    def resource_id(self, props: dict[str, Any]) -> str:
+        return build_dir(props["runtime_dir"], props["build_key"])
+
+    def apply(self, props: dict[str, Any], olds: dict[str, Any] | None) -> dict[str, Any]:
+        folder = build_dir(props["runtime_dir"], props["build_key"])
+        q = shlex.quote
+        with Session(props["connection"]) as host:
+            reused = host.run(f"test -f {q(folder)}/.complete", check=False).code == 0
+            if not reused:
+                subdir = self._fetch_source(host, props, folder)
+                host.write(f"{folder}/build-llama-server.sh", props["build_script"], 0o755)
+                flags = " ".join(q(f) for f in props["cmake_flags"])
+                host.run(
+                    f"{q(folder)}/build-llama-server.sh {q(folder)} {q(subdir)} -- {flags}"
+                    f" > {q(folder)}/build.log 2>&1"
+                    f" || {{ tail -n 40 {q(folder)}/build.log; exit 1; }}",
+                    timeout=float(props["timeout_seconds"]),
+                )
+            # `current` is what serve.sh runs: point it at this build.
+            host.run(f"ln -sfn {q(folder)} {q(props['runtime_dir'])}/current.tmp"
+                     f" && mv -T {q(props['runtime_dir'])}/current.tmp {q(props['runtime_dir'])}/current")
+            version = host.run(f"cat {q(folder)}/version.txt").stdout.strip()
+        return {**props, "bin_dir": f"{folder}/bin", "version": version, "reused": reused}
+
+    def _fetch_source(self, host: Session, props: dict[str, Any], folder: str) -> str:
+        """Puts the pinned source in <folder>/src; returns the llama.cpp subdir inside it."""
+        q = shlex.quote
+        source = props["source"]
+        host.run(f"rm -rf {q(folder)}/src && mkdir -p {q(folder)}/src")
+        if "git" in source:
+            host.run(f"git clone --quiet --no-checkout {q(source['git'])} {q(folder)}/src"
+                     f" && git -C {q(folder)}/src checkout --quiet --detach {q(source['commit'])}")
+            head = host.run(f"git -C {q(folder)}/src rev-parse HEAD").stdout.strip()
+            if head != source["commit"]:
+                raise RemoteError(f"checked out {head}, not the pinned commit {source['commit']}")
+            return "."
+        archive = f"{props['runtime_dir']}/sources/{source['sha256']}.archive"
+        if host.run(f"echo {q(source['sha256'])}'  '{q(archive)} | sha256sum --check --status",
+                    check=False).code != 0:
+            if source["archive"].startswith(("http://", "https://")):
+                host.run(f"mkdir -p {q(posixpath.dirname(archive))}"
+                         f" && curl -fsSL -o {q(archive)}.part {q(source['archive'])}"
+                         f" && mv {q(archive)}.part {q(archive)}")
+            else:
+                host.upload(source["archive"], archive)
+            got = host.run(f"sha256sum {q(archive)}").stdout.split()[0]
+            if got != source["sha256"]:
+                host.run(f"rm -f {q(archive)}")
+                raise RemoteError(f"llama.cpp archive {source['archive']} has sha256 {got},"
+                                  f" not the pinned {source['sha256']}")
+        host.run(f"tar -xf {q(archive)} -C {q(folder)}/src")
+        return source["subdir"]
+
+    def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
+        folder = build_dir(props["runtime_dir"], props["build_key"])
+        with Session(props["connection"]) as host:
+            complete = host.run(f"test -f {shlex.quote(folder)}/.complete", check=False).code == 0
+        return ReadResult(id_=id_ if complete else None, outs=props if complete else {})
+
+    def delete(self, _id: str, props: dict[str, Any]) -> None:
+        # Keep the build (content-keyed cache); only stop pointing `current` at it.
+        folder = build_dir(props["runtime_dir"], props["build_key"])
+        current = f"{props['runtime_dir']}/current"
+        with Session(props["connection"]) as host:
+            host.run(f"[ \"$(readlink {shlex.quote(current)})\" != {shlex.quote(folder)} ]"
+                     f" || rm -f {shlex.quote(current)}")
+
+
+class LlamaServerBuild(HostResource, module=tokens.DYNAMIC_MODULE, name=tokens.LLAMA_SERVER_BUILD.name):
+    build_key: pulumi.Output[str]
+    bin_dir: pulumi.Output[str]
+    version: pulumi.Output[str]
+    reused: pulumi.Output[bool]
+
+    def __init__(self, name: str, args: LlamaServerBuildArgs,
+                 opts: pulumi.ResourceOptions | None = None) -> None:
+        source = source_input(args.source)
+        super().__init__(
+            LlamaServerBuildProvider(),
+            name,
+            {
+                "connection": args.connection,
+                "runtime_dir": args.runtime_dir,
+                "source": source,
+                "cmake_flags": list(args.cmake_flags),
+                "build_key": build_key(source, list(args.cmake_flags)),
+                "build_script": BUILD_SCRIPT.read_text(),
+                "timeout_seconds": args.timeout_seconds,
+            },
+            opts,
+            outputs=("bin_dir", "version", "reused"),
+        )

@@ -1,0 +1,95 @@
+"""Reads the stack's config from the Pulumi runtime: the only module that imports Pulumi's config.
+
+`load()` reads the `spear-fleet` namespace, checks and types it with `config.schema.parse`, and
+hands each host's SSH key on as a Pulumi secret, whichever way the stack gave it. Any problem
+stops the program before a single resource is registered.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+
+from config.checker import NAMESPACE, ConfigError, Problem, show
+from config.schema import OBJECT_KEYS, TOP_KEYS, parse
+from config.types import FleetConfig, InlineKey, KeyFile
+
+# Keys whose whole value must be a Pulumi secret (set with --secret).
+SECRET_KEYS = ("sshPrivateKeys",)
+
+
+@dataclass(frozen=True)
+class LoadedStack:
+    config: FleetConfig
+    ssh_keys: Mapping[str, pulumi.Output[str]]  # inference host name -> its key text, secret
+
+
+class StackConfigError(pulumi.RunError):
+    """Every problem, one per line; a RunError, so Pulumi prints it without a traceback."""
+
+    def __init__(self, problems: list[Problem]) -> None:
+        self.problems = tuple(problems)
+        super().__init__(str(ConfigError(*problems)))
+
+
+def _namespace_keys() -> set[str]:
+    """Every key the stack sets in our namespace, so that unknown ones can be refused.
+
+    pulumi.Config cannot list keys; the language host hands the whole config map to
+    set_all_config (and mocks set it the same way), with PULUMI_CONFIG as the fallback.
+    """
+    full_keys = set(pulumi.runtime.config.CONFIG.get()) | set(pulumi.runtime.get_config_env())
+    prefix = NAMESPACE + ":"
+    return {key[len(prefix):] for key in full_keys if key.startswith(prefix)}
+
+
+def _read_raw() -> dict[str, Any]:
+    config = pulumi.Config(NAMESPACE)
+    raw: dict[str, Any] = {}
+    for key in _namespace_keys() | set(TOP_KEYS):
+        if key in OBJECT_KEYS:
+            try:
+                value = config.get_object(key)
+            except pulumi.ConfigTypeError:
+                value = config.get(key)  # not JSON: let parse say what an object must look like
+        else:
+            value = config.get(key)
+        if value is not None:
+            raw[key] = value
+    return raw
+
+
+def _key_text(name: str, key: InlineKey | KeyFile, problems: list[Problem]) -> str | None:
+    if isinstance(key, InlineKey):
+        return key.text
+    try:
+        with open(key.path, encoding="utf-8") as key_file:
+            return key_file.read()
+    except OSError as error:
+        problems.append(Problem(f"{NAMESPACE}:inferenceHosts.{name}.ssh.privateKeyPath",
+                                show(key.path), f"a readable private key file ({error.strerror})"))
+        return None
+
+
+def load() -> LoadedStack:
+    """Read, check and type the stack config; raise before any resource exists."""
+    raw = _read_raw()
+    problems = [Problem(f"{NAMESPACE}:{key}", "a plain-text value",
+                        f"a secret: pulumi config set --secret --path '{key}.<name>' < file")
+                for key in SECRET_KEYS
+                if key in raw and not pulumi.runtime.is_config_secret(f"{NAMESPACE}:{key}")]
+    try:
+        cfg: FleetConfig | None = parse(raw)
+    except ConfigError as error:
+        problems[:0] = error.problems
+        cfg = None
+    keys: dict[str, str | None] = {}
+    if cfg is not None:
+        keys = {name: _key_text(name, host.ssh.key, problems)
+                for name, host in cfg.inference_hosts.items()}
+    if problems or cfg is None:
+        raise StackConfigError(problems)
+    return LoadedStack(cfg, {name: pulumi.Output.secret(text) for name, text in keys.items()})

@@ -1,0 +1,67 @@
+"""`backends`: the client backends of seed 000 §6.2.7, an open typed map.
+
+The seed's four are the defaults; a stack may move a port, or add a backend with one entry
+(`{kind: port, port: 8083}` or `{kind: api}`). The tunnel ports differ so every backend can be
+up at once. Components, the ports policy (through the `backends` stack output) and the gateway
+read the table from here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from config.checker import MISSING, Checker, get
+from config.types import API, BACKEND_KINDS, PORT, Backend
+
+KEYS = ("backends",)
+
+SEED_BACKENDS = {
+    "local": Backend("local", PORT, 8080, "a llama-server on the client machine"),
+    "remote": Backend("remote", PORT, 8081, "an SSH tunnel to the RunPod pod"),
+    "reds": Backend("reds", PORT, 8082, "an SSH tunnel to the REDS host"),
+    "anthropic": Backend("anthropic", API, None, "the Anthropic API"),
+}
+
+
+def parse(check: Checker, value: Any) -> dict[str, Backend] | None:
+    start = check.mark()
+    given = check.named_map("backends", value, "{kind?, port?}", required=False)
+    if given is None:
+        return None
+    table = dict(SEED_BACKENDS)
+    for name, entry in given.items():
+        key = f"backends.{name}"
+        seed = SEED_BACKENDS.get(name)
+        entry = check.obj(key, entry, ("kind", "port"))
+        if entry is None:
+            continue
+        kind = check.choice(f"{key}.kind", get(entry, "kind"), BACKEND_KINDS,
+                            default=seed.kind if seed else PORT)
+        port = get(entry, "port")
+        if kind == API:
+            if port is not MISSING:
+                check.fail(f"{key}.port", port, f"no port: a backend of kind {API} is a hosted API")
+            table[name] = Backend(name, API, None, seed.what if seed else f"the {name} API")
+        elif kind == PORT:
+            default = seed.port if seed and seed.kind == PORT else None
+            checked = check.port(f"{key}.port", port, default=default)
+            table[name] = Backend(name, PORT, checked,
+                                  seed.what if seed else f"127.0.0.1:{checked} on the client")
+    if not check.clean_since(start):
+        return None
+    _check_distinct(check, table)
+    return table if check.clean_since(start) else None
+
+
+def _check_distinct(check: Checker, table: dict[str, Backend]) -> None:
+    first: dict[int, str] = {}
+    for name, backend in table.items():
+        if backend.port is None:
+            continue
+        if backend.port in first:
+            other = first[backend.port]
+            check.fail(f"backends.{name}.port", backend.port,
+                       f"a port other than backends.{other} ({backend.port}): the tunnels of "
+                       "different backends must be able to be up at once")
+        else:
+            first[backend.port] = name

@@ -1,0 +1,154 @@
+"""The typed stack configuration: frozen dataclasses that `config.schema.parse` returns.
+
+Plain values only: secrets arrive as their text here and become Pulumi secrets in
+`config.load`, the one module that imports Pulumi.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from spear.rules import is_loopback
+
+# cmake flags that are a property of the build profile. GGML_NATIVE is off so a build does not
+# depend on the CPU it was compiled on; the prebuilt web UI is off because fetching it needs
+# the internet; tests and examples are off because only llama-server is installed.
+_COMMON_CMAKE_FLAGS = (
+    "-DGGML_NATIVE=OFF",
+    "-DLLAMA_USE_PREBUILT_UI=OFF",
+    "-DLLAMA_BUILD_TESTS=OFF",
+    "-DLLAMA_BUILD_EXAMPLES=OFF",
+    # On by default when libssl-dev happens to be installed: off, so every host builds the same
+    # thing (the server listens on loopback only and downloads nothing).
+    "-DLLAMA_OPENSSL=OFF",
+)
+PROFILE_CMAKE_FLAGS = {
+    "gpu": ("-DGGML_CUDA=ON", *_COMMON_CMAKE_FLAGS),
+    "cpu": ("-DGGML_CUDA=OFF", *_COMMON_CMAKE_FLAGS),
+}
+
+
+# --------------------------------------------------------------------------------------------
+# Backends (seed 000 §6.2.7)
+
+PORT = "port"  # clients reach it on 127.0.0.1:<port> of their machine (a local server or a tunnel)
+API = "api"  # a provider's hosted API: nothing local, no port
+BACKEND_KINDS = (PORT, API)
+
+
+@dataclass(frozen=True)
+class Backend:
+    name: str
+    kind: str  # PORT or API
+    port: int | None  # the client-side port: set for PORT backends, None for API ones
+    what: str  # what reaches it, for people reading errors and outputs
+
+
+# --------------------------------------------------------------------------------------------
+# Inference hosts
+
+
+@dataclass(frozen=True)
+class InlineKey:
+    """An SSH private key given as a secret in the stack (sshPrivateKeys.<host>)."""
+    text: str
+
+    def __repr__(self) -> str:
+        return "InlineKey(<secret>)"
+
+
+@dataclass(frozen=True)
+class KeyFile:
+    """An SSH private key in a file on this machine (ssh.privateKeyPath), `~` expanded."""
+    path: str
+
+
+@dataclass(frozen=True)
+class SshTarget:
+    host: str
+    port: int
+    user: str
+    key: InlineKey | KeyFile
+
+    @property
+    def is_loopback(self) -> bool:
+        """True when the host is this machine (its ports share this machine's port space)."""
+        return is_loopback(self.host)
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+
+@dataclass(frozen=True)
+class GitSource:
+    url: str
+    commit: str  # 40 lowercase hex
+
+
+@dataclass(frozen=True)
+class ArchiveSource:
+    archive: str  # absolute local path (`~` expanded) or http(s) URL
+    sha256: str  # 64 lowercase hex
+    subdir: str  # relative path of the llama.cpp tree inside the archive, "." for its root
+
+
+@dataclass(frozen=True)
+class LlamaCpp:
+    source: GitSource | ArchiveSource
+    profile: str  # a key of PROFILE_CMAKE_FLAGS
+    extra_cmake_flags: tuple[str, ...]
+
+    @property
+    def cmake_flags(self) -> tuple[str, ...]:
+        """The profile's flags, then the stack's extra ones (cmake lets a later -D win)."""
+        return PROFILE_CMAKE_FLAGS[self.profile] + self.extra_cmake_flags
+
+
+@dataclass(frozen=True)
+class Shard:
+    name: str  # file name under <runtime>/models/gguf/
+    size: int  # bytes
+    sha256: str  # 64 lowercase hex
+    source: str | None  # absolute local path (`~` expanded) or http(s) URL; None: already there
+
+
+@dataclass(frozen=True)
+class Model:
+    arch: str  # llama.cpp architecture name, the prefix of its GGUF keys
+    native_ctx: int  # the context length the model was trained at
+    moe: bool
+    shards: tuple[Shard, ...]
+    adapter: str | None  # file name under <runtime>/models/lora/; None: the base model
+
+
+@dataclass(frozen=True)
+class Server:
+    ctx_size: int
+    host: str
+    port: int
+    threads: int | None  # None: llama-server's default
+    gpu_layers: int | None  # None: llama-server's default
+    cpu_moe: int | None  # MoE layers kept on the CPU; None: serve.sh's default for MoE models
+    parallel: int
+
+
+@dataclass(frozen=True)
+class InferenceHost:
+    name: str  # the key in inferenceHosts; names its resources
+    ssh: SshTarget
+    runtime_dir: str  # absolute POSIX path on the host, normalised, no trailing slash
+    backend: Backend  # the client backend that reaches this server (a PORT backend)
+    llama_cpp: LlamaCpp
+    model: Model
+    server: Server
+
+
+# --------------------------------------------------------------------------------------------
+# The whole stack
+
+
+@dataclass(frozen=True)
+class FleetConfig:
+    inference_hosts: dict[str, InferenceHost]
+    backends: dict[str, Backend]

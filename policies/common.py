@@ -1,0 +1,86 @@
+"""What the rules share: recognising spear-fleet resources, reading llama-server's command line,
+and never letting a value that preview cannot know pass a rule unnoticed.
+
+A resource is recognised by its type token (spear/tokens.py). The engine hands policies JSON
+values: numbers arrive as floats (a port is 8010.0), so rules compare them as integers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+from pulumi_policy import ReportViolation, ResourceValidationArgs
+from pulumi_policy.proxy import UnknownValueError
+
+from spear.tokens import Token
+
+Check = Callable[[ResourceValidationArgs, ReportViolation], None]
+
+
+@contextlib.contextmanager
+def unknown_is_violation(report: ReportViolation) -> Iterator[None]:
+    """Reports a value that is unknown at preview as a violation.
+
+    pulumi-policy turns the UnknownValueError its property proxy raises into an advisory note,
+    so a mandatory rule would let the preview pass without having checked anything.
+    """
+    try:
+        yield
+    except UnknownValueError as err:
+        report(f"{err.message}, so this rule cannot be verified at preview. Fix: make the value "
+               "known before the update (a plain value from the stack config, not an output of "
+               "another resource).")
+
+
+def for_type(token: Token) -> Callable[[Check], Check]:
+    """Makes `check(args, report)` a resource validation that runs on resources of one type."""
+    def decorate(check: Check) -> Check:
+        @functools.wraps(check)
+        def validate(args: ResourceValidationArgs, report: ReportViolation) -> None:
+            if args.resource_type == token.type:
+                with unknown_is_violation(report):
+                    check(args, report)
+        return validate
+    return decorate
+
+
+# llama-server's command line, as serve.sh produces it (the server-conf resource's
+# `command_line`: argv[0] is "llama-server").
+
+
+def flag_values(argv: Sequence[str], *names: str) -> list[str]:
+    """The values given to a flag under any of its names (`--ctx-size 8192`, `-c 8192`,
+    `--ctx-size=8192`), in command-line order."""
+    values = []
+    for i, arg in enumerate(argv):
+        name, eq, inline = arg.partition("=")
+        if name not in names:
+            continue
+        if eq:
+            values.append(inline)
+        elif i + 1 < len(argv):
+            values.append(argv[i + 1])
+    return values
+
+
+def flag_value(argv: Sequence[str], *names: str) -> str | None:
+    """The value llama-server uses for a flag: the last one given (None when absent)."""
+    values = flag_values(argv, *names)
+    return values[-1] if values else None
+
+
+def switch_on(argv: Sequence[str], on: str, off: str) -> bool:
+    """Whether an on/off switch (`--jinja` / `--no-jinja`) ends up on: the last one wins."""
+    state = False
+    for arg in argv:
+        if arg in (on, off):
+            state = arg == on
+    return state
+
+
+def integer(text: Any) -> int | None:
+    """A decimal integer setting (server.conf values are strings); None when it is not one."""
+    return int(text) if isinstance(text, str) and text.isdigit() else None

@@ -1,0 +1,281 @@
+"""A short Markdown summary of `pulumi preview --json` for a reviewer, followed by the policy results.
+
+CLI: `python -m scripts.preview_summary [PREVIEW_JSON] [--policy-events EVENT_LOG]` (the preview
+from stdin when no file is given) prints the summary.
+
+It reads only what the engine reported: each step's op, replaceReasons and the inputs of its
+old and new state (the JSON carries no diffReasons or detailedDiff for these dynamic
+resources, so the changed keys are found by comparing the two), plus the policy events of the
+engine's event log (`pulumi preview --event-log FILE`; `--json` leaves them out). Every part is
+classified as exactly one of CLASSES; run the preview with `--show-sames` to have unchanged
+parts listed too. Secrets are never shown: the `connection` input (and the serialized
+provider) are skipped whatever their value.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from spear import tokens
+
+CONFIG_ONLY = "config only (restart)"
+REBUILD = "rebuild"
+MODEL_REFETCH = "model re-fetch"
+REPLACE = "replace"
+DELETE = "delete"
+CREATE = "create"
+NO_CHANGE = "no change"
+# Most disruptive first: the order of the overall line and of the list.
+CLASSES = (DELETE, REPLACE, REBUILD, CREATE, MODEL_REFETCH, CONFIG_ONLY, NO_CHANGE)
+
+# Never shown, whatever they hold (the SSH key, and the pickled provider that may embed config).
+HIDDEN_INPUTS = frozenset({"connection", "__provider"})
+UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"  # the engine's "known after the update"
+
+PART_NAMES = {
+    tokens.LLAMA_SERVER_BUILD.type: "llama-server build",
+    tokens.MODEL_FILES.type: "model files",
+    tokens.SERVER_CONF.type: "server.conf",
+    tokens.LAUNCHER.type: "serve.sh",
+    tokens.SMOKE_TEST.type: "smoke test",
+}
+
+# What an in-place update of each kind does on the host.
+UPDATE_MEANING = {
+    tokens.MODEL_FILES.type: "re-verifies every shard (size, sha256) and fetches the ones the host lacks;"
+                   " removes shards no longer listed",
+    tokens.SERVER_CONF.type: "rewrites server.conf; nothing is rebuilt",
+    tokens.LAUNCHER.type: "rewrites serve.sh; nothing is rebuilt",
+    tokens.SYSTEMD_UNIT.type: "daemon-reload and restart, then waits for /health and checks the unit is"
+                    " in its slice",
+    tokens.SMOKE_TEST.type: "asks the restarted server for SPEAR-BACKEND-OK again",
+}
+OP_MEANING = {
+    REBUILD: "builds llama-server from the new source on the host and points `current` at it"
+             " (the previous build stays on the host)",
+    REPLACE: "made anew on the host",
+    CREATE: "new on the host",
+    DELETE: "removed from the host",
+}
+
+
+@dataclass
+class Part:
+    """One resource of the preview, as the reviewer sees it."""
+    name: str  # e.g. "server.conf"
+    kind: str  # its type token
+    resource: str  # the resource name in the stack, e.g. "inference-server-conf"
+    change: str  # one of CLASSES
+    meaning: str = ""
+    details: list[str] = field(default_factory=list)
+
+
+# ---------------------------------------------------------------------------------------------
+# Steps -> parts
+
+
+def _inputs(step: Mapping[str, Any], which: str) -> dict[str, Any]:
+    return dict((step.get(which) or {}).get("inputs") or {})
+
+
+def _kind(step: Mapping[str, Any]) -> str:
+    """The step's resource type, from its URN (the part after the parent types)."""
+    return step["urn"].split("::")[-2].rsplit("$", 1)[-1]
+
+
+def _part_name(step: Mapping[str, Any]) -> str:
+    kind = _kind(step)
+    if kind == tokens.SYSTEMD_UNIT.type:
+        return (_inputs(step, "newState") or _inputs(step, "oldState")).get("unit", "systemd unit")
+    if kind == tokens.STACK:
+        return "the stack"
+    return PART_NAMES.get(kind, kind)
+
+
+def _show(value: Any) -> str:
+    if value == UNKNOWN:
+        return "(known after the update)"
+    if value is None:
+        return "(unset)"
+    return f"`{value}`"
+
+
+def _changed_keys(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
+    return sorted(k for k in set(old) | set(new)
+                  if k not in HIDDEN_INPUTS and old.get(k) != new.get(k))
+
+
+def _mapping_details(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
+    return [f"`{k}`: {_show(old.get(k))} → {_show(new.get(k))}" for k in _changed_keys(old, new)]
+
+
+def _details(kind: str, old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
+    """The old → new lines a reviewer needs for one kind of resource."""
+    if kind == tokens.SERVER_CONF.type:
+        lines = _mapping_details(old.get("settings") or {}, new.get("settings") or {})
+        return lines or (["content changed"] if old.get("content") != new.get("content") else [])
+    if kind == tokens.LLAMA_SERVER_BUILD.type:
+        lines = _mapping_details(old.get("source") or {}, new.get("source") or {})
+        old_flags, new_flags = old.get("cmake_flags") or [], new.get("cmake_flags") or []
+        lines += [f"cmake flag removed: `{f}`" for f in old_flags if f not in new_flags]
+        lines += [f"cmake flag added: `{f}`" for f in new_flags if f not in old_flags]
+        return lines + _mapping_details({"build key": old.get("build_key")},
+                                        {"build key": new.get("build_key")})
+    if kind == tokens.MODEL_FILES.type:
+        old_shards = {s["name"]: s for s in old.get("shards") or []}
+        new_shards = {s["name"]: s for s in new.get("shards") or []}
+        lines = [f"shard removed: `{n}`" for n in old_shards if n not in new_shards]
+        lines += [f"shard added: `{n}`" for n in new_shards if n not in old_shards]
+        return lines + [f"shard `{n}`: new {', '.join(_changed_keys(old_shards[n], s))}"
+                        for n, s in new_shards.items()
+                        if n in old_shards and _changed_keys(old_shards[n], s)]
+    if kind == tokens.SYSTEMD_UNIT.type:
+        triggers = _changed_keys(old.get("restart_triggers") or {}, new.get("restart_triggers") or {})
+        lines = [f"restarts: {', '.join(triggers)} changed"] if triggers else []
+        return lines + [f"`{k}` changed" for k in _changed_keys(old, new) if k != "restart_triggers"]
+    if kind == tokens.SMOKE_TEST.type and _changed_keys(old.get("triggers") or {}, new.get("triggers") or {}):
+        return ["runs again: the service it checks restarts"]
+    return [f"`{k}` changed" for k in _changed_keys(old, new)]
+
+
+def _classify(op: str, kind: str) -> str:
+    if op in ("same", "read", "refresh"):
+        return NO_CHANGE
+    if op in ("create", "import"):
+        return CREATE
+    if op in ("delete", "discard", "read-discard"):
+        return DELETE
+    if op == "update":
+        return MODEL_REFETCH if kind == tokens.MODEL_FILES.type else CONFIG_ONLY
+    # replace, create-replacement, delete-replaced, read-replacement: the resource is made anew;
+    # a new build of llama-server is a rebuild (a new pin or new flags, see replaceReasons).
+    return REBUILD if kind == tokens.LLAMA_SERVER_BUILD.type else REPLACE
+
+
+def _part(step: Mapping[str, Any]) -> Part:
+    kind = _kind(step)
+    change = _classify(step["op"], kind)
+    old, new = _inputs(step, "oldState"), _inputs(step, "newState")
+    details = _details(kind, old, new) if old and new else []
+    if step.get("replaceReasons"):
+        reasons = [r for r in step["replaceReasons"] if r not in HIDDEN_INPUTS]
+        details.insert(0, f"replaced because {', '.join(reasons) or 'a hidden input'} changed")
+    meaning = (UPDATE_MEANING.get(kind, "updated in place; nothing is rebuilt")
+               if change in (CONFIG_ONLY, MODEL_REFETCH) else OP_MEANING.get(change, ""))
+    return Part(_part_name(step), kind, step["urn"].rsplit("::", 1)[1], change, meaning, details)
+
+
+def parts(preview: Mapping[str, Any]) -> list[Part]:
+    """The preview's resources, one per URN, most disruptive first, then by name.
+
+    The root stack and component resources are left out: they hold nothing on a host.
+    """
+    by_urn: dict[str, Part] = {}
+    for step in preview.get("steps") or []:
+        state = step.get("newState") or step.get("oldState") or {}
+        if not state.get("custom"):
+            continue
+        part = _part(step)
+        # A replacement may come as several steps (create-replacement, delete-replaced).
+        if step["urn"] not in by_urn or by_urn[step["urn"]].change == NO_CHANGE:
+            by_urn[step["urn"]] = part
+    return sorted(by_urn.values(), key=lambda p: (CLASSES.index(p.change), p.resource))
+
+
+def overall(all_parts: list[Part]) -> str:
+    """One line: what the whole change means for the server."""
+    changes = {p.change for p in all_parts} - {NO_CHANGE}
+    if not changes:
+        return "no changes"
+    restart = any(p.change != NO_CHANGE and p.kind == tokens.SYSTEMD_UNIT.type for p in all_parts)
+    if changes <= {MODEL_REFETCH, CONFIG_ONLY}:
+        return (("restart, no rebuild" if restart else "in place, no restart")
+                + (" (after a model re-fetch)" if MODEL_REFETCH in changes else ""))
+    first = next(c for c in CLASSES if c in changes)
+    return first + (" and restart" if restart and first in (REBUILD, REPLACE) else "")
+
+
+# ---------------------------------------------------------------------------------------------
+# Policy events -> results
+
+
+def _policy_lines(policy_events: list[Mapping[str, Any]], names: Mapping[str, str]) -> list[str]:
+    violations = [e["policyEvent"] for e in policy_events if "policyEvent" in e]
+    summaries = [e.get("policyAnalyzeSummaryEvent") or e.get("policyAnalyzeStackSummaryEvent")
+                 for e in policy_events]
+    summaries = [s for s in summaries if s]
+    if not summaries and not violations:
+        return ["No policy pack ran."]
+    packs = sorted({f"{s['policyPackName']} {s['policyPackVersion']}" for s in summaries + violations})
+    failed = {v["policyName"] for v in violations} | {n for s in summaries for n in s.get("failed", [])}
+    passed = sorted({n for s in summaries for n in s.get("passed", [])} - failed)
+    mandatory = [v for v in violations if v["enforcementLevel"] == "mandatory"]
+    verdict = (f"**FAILED**: {len(mandatory)} mandatory violation(s)" if mandatory
+               else "**passed**")
+    lines = [f"Policy pack {', '.join(packs)}: {verdict}; {len(violations) - len(mandatory)}"
+             f" advisory; {len(passed)} rule(s) passed everywhere"
+             + (f" ({', '.join(f'`{n}`' for n in passed)})." if passed else ".")]
+    for v in sorted(violations, key=lambda v: (v["enforcementLevel"] != "mandatory", v["policyName"])):
+        # The engine's message is the policy's description, then the rule's own message.
+        message = v["message"].strip().split("\n", 1)[-1].replace("\n", " ")
+        where = names.get(v.get("resourceUrn", ""), v.get("resourceUrn", "").rsplit("::", 1)[-1])
+        lines.append(f"- {'❌' if v['enforcementLevel'] == 'mandatory' else '⚠️'}"
+                     f" `{v['policyName']}` ({v['enforcementLevel']}) on {where}: {message}")
+    return lines
+
+
+# ---------------------------------------------------------------------------------------------
+# The summary
+
+
+def summarize(preview: Mapping[str, Any], policy_events: list[Mapping[str, Any]] | None) -> str:
+    """The Markdown summary of one stack's preview; policy_events None: the pack did not run."""
+    steps = preview.get("steps") or []
+    stack = steps[0]["urn"].split("::")[0].split(":")[-1] if steps else "stack"
+    all_parts = parts(preview)
+    lines = [f"### `{stack}`: {overall(all_parts)}", ""]
+    counts = preview.get("changeSummary") or {}
+    if counts:
+        lines += ["Engine: " + ", ".join(f"{n} {op}" for op, n in sorted(counts.items())) + ".", ""]
+    unchanged = [f"{p.name} (`{p.resource}`)" for p in all_parts if p.change == NO_CHANGE]
+    for p in all_parts:
+        if p.change == NO_CHANGE:
+            continue
+        lines.append(f"- **{p.name}** (`{p.resource}`): **{p.change}**: {p.meaning}.")
+        lines += [f"  - {d}" for d in p.details]
+    if unchanged:
+        lines.append(f"- No change: {', '.join(unchanged)}.")
+    lines += ["", "#### Policies", ""]
+    if policy_events is None:
+        lines.append("Not run (no event log given).")
+    else:
+        names = {s["urn"]: f"{_part_name(s)} (`{s['urn'].rsplit('::', 1)[1]}`)" for s in steps}
+        lines += _policy_lines(policy_events, names)
+    for diagnostic in preview.get("diagnostics") or []:
+        if diagnostic.get("severity") == "error":
+            lines.append(f"- engine: {diagnostic['message'].strip()}")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("preview", nargs="?", help="`pulumi preview --json` output (default: stdin)")
+    parser.add_argument("--policy-events", help="the preview's `--event-log` file (JSON lines)")
+    args = parser.parse_args(argv)
+    with open(args.preview) if args.preview else sys.stdin as handle:
+        preview = json.load(handle)
+    events = None
+    if args.policy_events:
+        with open(args.policy_events) as handle:
+            events = [json.loads(line) for line in handle if line.strip()]
+    sys.stdout.write(summarize(preview, events))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

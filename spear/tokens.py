@@ -1,0 +1,35 @@
+"""Resource type tokens: the one place that names each kind of spear-fleet resource.
+
+Each Python dynamic resource class declares its own type (the SDK's
+`Resource.__init_subclass__(module=..., name=...)` gives `pulumi-python:dynamic/<module>:<name>`),
+and policies and the preview summary recognise resources by that type.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+DYNAMIC_MODULE = "spear"
+STACK = "pulumi:pulumi:Stack"
+
+
+@dataclass(frozen=True)
+class Token:
+    name: str  # the class name, the last part of the type
+
+    @property
+    def type(self) -> str:
+        return f"pulumi-python:dynamic/{DYNAMIC_MODULE}:{self.name}"
+
+
+# Dynamic resources (components/hostops, components/inference_host).
+LLAMA_SERVER_BUILD = Token("LlamaServerBuild")
+MODEL_FILES = Token("ModelFiles")
+SERVER_CONF = Token("ServerConf")
+LAUNCHER = Token("Launcher")
+REMOTE_FILE = Token("RemoteFile")
+SYSTEMD_UNIT = Token("SystemdUnit")
+SMOKE_TEST = Token("SmokeTest")
+
+# Components.
+INFERENCE_HOST = "spear:inference:InferenceHost"

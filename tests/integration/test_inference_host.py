@@ -1,0 +1,261 @@
+"""The inference host on real parts: the real engine deploys the project to a real systemd host
+(an nspawn container booted for this module) with llama-server built from source on it and a
+tiny real model, and every upgrade path is driven through `pulumi up`.
+
+The tests form one scenario on one stack and run in file order: each starts from the state the
+previous one left.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import tarfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from components.hostops.smoke_test import EXPECTED_TEXT
+from components.hostops.ssh import Session
+from spear.review import overall, parts
+from localhosts import llama_source, local_stack, nspawn
+from tests.support.engine import REPO, Project, engine_env
+
+
+HOST = "it-inference"
+SSH_PORT = 2231
+# Not the local stack's 8010: the hosts share this machine's loopback, and the `local` host may be up.
+SERVER_PORT = 8110
+STACK = "it"
+UNIT = "spear-inference.service"
+SMOKE = f"end_turn | {EXPECTED_TEXT} | ()"
+
+
+def local_config() -> dict[str, Any]:
+    config = yaml.safe_load((REPO / "stacks" / "Pulumi.local.yaml").read_text())["config"]
+    return {key.split(":", 1)[1]: value for key, value in config.items()}
+
+
+@pytest.fixture(scope="module")
+def host():
+    info = local_stack.start(HOST, SSH_PORT, fresh=True)
+    yield info
+    nspawn.stop_host(HOST)
+
+
+@pytest.fixture(scope="module")
+def ssh(host):
+    connection = {"host": host.ssh_host, "port": host.ssh_port, "user": host.user,
+                  "private_key": host.private_key_path.read_text()}
+    with Session(connection) as session:
+        yield session
+
+
+@pytest.fixture(scope="module")
+def project(host, tmp_path_factory):
+    proj = Project(tmp_path_factory.mktemp("inference"), engine_env())
+    config = local_config()
+    served = config["inferenceHosts"]["local"]
+    served["ssh"]["port"] = SSH_PORT
+    served["ssh"]["privateKeyPath"] = str(host.private_key_path)
+    served["server"]["port"] = SERVER_PORT
+    proj.new_stack(STACK, config)
+    return proj
+
+
+def host_outputs(project: Project) -> dict[str, Any]:
+    """The stack outputs of the one inference host."""
+    return project.outputs(STACK)["inference_hosts"]["local"]
+
+
+def unit_state(ssh: Session) -> dict[str, str]:
+    shown = ssh.run(f"systemctl show -p ActiveState -p MainPID {UNIT}").stdout
+    return dict(line.split("=", 1) for line in shown.split())
+
+
+def build_marker(ssh: Session, key: str) -> str:
+    return ssh.run(f"stat -c %Y /opt/spear/builds/{key}/.complete").stdout.strip()
+
+
+def test_up_on_a_fresh_host_serves_and_passes_the_smoke_test(project, ssh):
+    preview = project.preview(STACK)
+    assert preview["changeSummary"] == {"create": 8}
+    update = project.up(STACK)
+    assert update.ok, update.output
+    assert update.changes() == {"create": 8}
+    out = host_outputs(project)
+    assert out["smoke_test"] == SMOKE
+    assert out["cgroup"] == f"0::/system.slice/{UNIT}"
+    assert "version" in out["llama_server_version"]
+    # The same facts, read on the host itself.
+    state = unit_state(ssh)
+    assert state["ActiveState"] == "active"
+    assert f"0::/system.slice/{UNIT}" in ssh.run(f"cat /proc/{state['MainPID']}/cgroup").stdout.splitlines()
+    assert ssh.run("systemctl is-enabled spear-inference").stdout.strip() == "enabled"
+    status, body = ssh.http(SERVER_PORT, "GET", "/health")
+    assert status == 200, body
+    assert ssh.run("readlink /opt/spear/current").stdout.strip() == f"/opt/spear/builds/{out['build_key']}"
+    manifest = json.loads(ssh.read("/opt/spear/models/manifest.json"))
+    assert [s["sha256"] for s in manifest["shards"]] == [local_config()["inferenceHosts"]["local"]["model"]["shards"][0]["sha256"]]
+
+
+def review(project: Project) -> tuple[str, dict[str, str]]:
+    """What the preview summary tells a reviewer: the overall line, and each part's class."""
+    found = parts(project.preview(STACK))
+    return overall(found), {p.resource: p.change for p in found}
+
+
+def test_a_second_up_changes_nothing(project):
+    assert review(project)[0] == "no changes"
+    update = project.up(STACK)
+    assert update.ok, update.output
+    assert update.changes() == {"same": 8}
+
+
+def test_the_ssh_key_is_secret_in_state(project, host):
+    key_body = host.private_key_path.read_text().splitlines()[1]
+    assert key_body not in project.state_text(STACK)
+    assert key_body not in project.pulumi("preview", "--stack", STACK, "--diff").stdout
+
+
+def restarts_without_rebuilding(project: Project, ssh: Session, path: str, value: Any,
+                                summary: str, part: str, change: str) -> None:
+    """Sets one config value; the preview summary, the update and the host must all show a
+    restart of the server, the named part changed in place, and the build untouched."""
+    key = host_outputs(project)["build_key"]
+    built = build_marker(ssh, key)
+    pid_before = unit_state(ssh)["MainPID"]
+    project.set_config(STACK, path, value)
+    line, changes = review(project)
+    assert line == summary
+    assert changes[part] == change
+    update = project.up(STACK)
+    assert update.ok, update.output
+    ops = update.ops()
+    assert ops[part] == "update"
+    assert ops["local-unit"] == "update"
+    assert ops["local-llama-server"] == "same"
+    assert unit_state(ssh)["MainPID"] != pid_before
+    assert build_marker(ssh, key) == built
+    assert host_outputs(project)["smoke_test"] == SMOKE
+
+
+def test_a_new_context_size_restarts_without_rebuilding(project, ssh):
+    restarts_without_rebuilding(project, ssh, "server.ctxSize", 384, "restart, no rebuild",
+                                "local-server-conf", "config only (restart)")
+    assert "SPEAR_SERVER_CTX=384" in ssh.read("/opt/spear/config/server.conf")
+    assert "--ctx-size\n384" in "\n".join(host_outputs(project)["command_line"])
+
+
+def test_a_new_model_re_verifies_and_restarts_without_rebuilding(project, ssh):
+    restarts_without_rebuilding(project, ssh, "model.shards[0].name", "spear-smoke-renamed.gguf",
+                                "restart, no rebuild (after a model re-fetch)",
+                                "local-model", "model re-fetch")
+    files = ssh.run("ls /opt/spear/models/gguf").stdout.split()
+    assert files == ["spear-smoke-renamed.gguf"]  # the shard the manifest dropped is gone
+
+
+def test_an_unreadable_adapter_serves_the_base_model(project, ssh):
+    project.set_config(STACK, "inferenceHosts.local.model.adapter", "missing-adapter.gguf")
+    update = project.up(STACK)
+    assert update.ok, update.output
+    assert host_outputs(project)["smoke_test"] == SMOKE
+    journal = ssh.run(f"journalctl -u {UNIT} -o cat --no-pager").stdout
+    assert ("serve.sh: adapter not readable: /opt/spear/models/lora/missing-adapter.gguf;"
+            " serving the base model") in journal
+    project.set_config(STACK, "inferenceHosts.local.model.adapter", "none")
+    assert project.up(STACK).ok
+
+
+def test_refresh_notices_a_hand_edited_server_conf(project, ssh):
+    conf = ssh.read("/opt/spear/config/server.conf")
+    ssh.write("/opt/spear/config/server.conf", conf.replace("SPEAR_SERVER_THREADS=2", "SPEAR_SERVER_THREADS=1"))
+    refresh = project.refresh(STACK)
+    assert refresh.ok, refresh.output
+    assert refresh.ops().get("local-server-conf") == "update"
+    preview = project.preview(STACK)
+    assert preview["changeSummary"].get("update", 0) >= 1
+    assert project.up(STACK).ok
+    assert ssh.read("/opt/spear/config/server.conf") == conf
+
+
+def test_an_unreadable_model_fails_the_update_with_serve_sh_message(project, ssh):
+    model = "/opt/spear/models/gguf/spear-smoke-renamed.gguf"
+    ssh.run(f"rm {model}")
+    project.set_config(STACK, "inferenceHosts.local.server.ctxSize", 512)  # any change that restarts the server
+    update = project.up(STACK)
+    assert not update.ok
+    assert f"serve.sh: model not readable: {model}" in update.output
+    assert f"{UNIT} did not stay up" in update.output
+    # The way back: refresh sees the shard gone, and the next up fetches it again.
+    assert project.refresh(STACK).ok
+    update = project.up(STACK)
+    assert update.ok, update.output
+    assert host_outputs(project)["smoke_test"] == SMOKE
+
+
+def _repacked_source(dest: Path) -> tuple[Path, str]:
+    """The same llama.cpp tree in a new archive (one extra file): a new source pin."""
+    archive = llama_source.ensure_source_archive()
+    with tarfile.open(archive.path) as src, gzip.open(dest, "wb", compresslevel=1) as raw, \
+            tarfile.open(fileobj=raw, mode="w") as out:
+        for member in src:
+            out.addfile(member, src.extractfile(member) if member.isfile() else None)
+        note = b"repacked by spear-fleet's tests\n"
+        info = tarfile.TarInfo(f"{archive.subdir}/SPEAR-REPACK-NOTE")
+        info.size = len(note)
+        out.addfile(info, io.BytesIO(note))
+    return dest, llama_source.file_sha256(dest)
+
+
+def test_a_new_source_rebuilds(project, ssh, tmp_path):
+    old_key = host_outputs(project)["build_key"]
+    path, sha = _repacked_source(tmp_path / "llama-repacked.tar.gz")
+    project.set_config(STACK, "inferenceHosts.local.llamaCpp.source.archive", str(path))
+    project.set_config(STACK, "inferenceHosts.local.llamaCpp.source.sha256", sha)
+    preview = project.preview(STACK)
+    assert preview["changeSummary"].get("replace") == 1
+    line, changes = review(project)
+    assert line == "rebuild and restart"
+    assert changes["local-llama-server"] == "rebuild"
+    update = project.up(STACK)
+    assert update.ok, update.output
+    assert update.ops()["local-llama-server"] == "replace"
+    new_key = host_outputs(project)["build_key"]
+    assert new_key != old_key
+    assert ssh.run(f"test -f /opt/spear/builds/{new_key}/.complete && test -f /opt/spear/builds/{new_key}/src/"
+                   f"{llama_source.SUBDIR}/SPEAR-REPACK-NOTE").code == 0
+    assert ssh.run("readlink /opt/spear/current").stdout.strip() == f"/opt/spear/builds/{new_key}"
+    assert host_outputs(project)["smoke_test"] == SMOKE
+
+
+def test_another_server_on_the_port_fails_the_update(project, ssh):
+    # Something else answers /health on the server's port: its answer must not pass for ours.
+    ssh.run("systemctl stop spear-inference && mkdir -p /tmp/impostor && echo ok > /tmp/impostor/health"
+            f" && systemd-run --unit impostor python3 -m http.server {SERVER_PORT} --bind 127.0.0.1"
+            " --directory /tmp/impostor")
+    try:
+        project.set_config(STACK, "inferenceHosts.local.server.threads", 1)
+        update = project.up(STACK)
+        assert not update.ok
+        assert f"{UNIT} did not stay up" in update.output
+        assert "bind" in update.output  # llama-server's own words, from the journal
+    finally:
+        ssh.run("systemctl stop impostor")
+    project.set_config(STACK, "inferenceHosts.local.server.threads", 2)
+    update = project.up(STACK)
+    assert update.ok, update.output
+    assert host_outputs(project)["smoke_test"] == SMOKE
+
+
+def test_destroy_leaves_no_unit_behind(project, ssh):
+    update = project.destroy(STACK)
+    assert update.ok, update.output
+    assert ssh.run(f"test -e /etc/systemd/system/{UNIT}", check=False).code != 0
+    listed = ssh.run(f"systemctl list-unit-files {UNIT} --no-legend", check=False)
+    assert listed.code != 0 and listed.stdout.strip() == ""  # exits 1: no such unit file
+    assert ssh.run("pgrep -x llama-server", check=False).code != 0
+    assert ssh.run("test -e /opt/spear/config/server.conf", check=False).code != 0

@@ -1,0 +1,102 @@
+"""The pack through the real engine: every committed stack passes it, and a deliberately broken
+stack fails with each rule's violation named in the engine's event log."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.support.engine import REPO, repo_stack
+from tests.support.pack_runs import REPO_STACKS, preview_with_pack
+
+
+ALL_RULES = {"llama-source-pinned", "model-shards-hashed", "context-size-explicit",
+             "yarn-matches-context", "jinja-enabled", "server-loopback-only",
+             "inference-system-unit", "ports-distinct", "kv-cache-and-slots"}
+
+# The fleet program with the config's pin checks bypassed (as if they had regressed), so
+# values it refuses reach the resources: the pack is the second line.
+UNCHECKED_PINS_PROGRAM = '''
+import dataclasses
+
+import config.load
+
+_load = config.load.load
+
+
+def unpinned(host):
+    shards = (dataclasses.replace(host.model.shards[0], sha256="TODO"), *host.model.shards[1:])
+    return dataclasses.replace(
+        host,
+        llama_cpp=dataclasses.replace(
+            host.llama_cpp, source=dataclasses.replace(host.llama_cpp.source, commit="master")),
+        model=dataclasses.replace(host.model, shards=shards),
+    )
+
+
+def load():
+    stack = _load()
+    hosts = {name: unpinned(host) for name, host in stack.config.inference_hosts.items()}
+    return dataclasses.replace(
+        stack, config=dataclasses.replace(stack.config, inference_hosts=hosts))
+
+
+config.load.load = load
+import fleet  # noqa: E402,F401  (the real program, on that config)
+'''
+
+# rule -> (enforcement level, resource the violation is reported on, part of its message)
+EXPECTED = {
+    "llama-source-pinned": ("mandatory", "reds-llama-server", "pinned to 'master'"),
+    "model-shards-hashed": ("mandatory", "reds-model", "(got 'TODO')"),
+    "context-size-explicit": ("mandatory", "reds-server-conf", "without --ctx-size"),
+    "yarn-matches-context": ("mandatory", "reds-server-conf", "override is missing"),
+    "jinja-enabled": ("mandatory", "reds-server-conf", "--jinja is required"),
+    "server-loopback-only": ("mandatory", "reds-server-conf", "listens on 0.0.0.0"),
+    "inference-system-unit": ("mandatory", "reds-unit", "Slice=user.slice"),
+    "ports-distinct": ("mandatory", "spear-fleet-prod", "port 22 on reds.internal"),
+    "kv-cache-and-slots": ("advisory", "reds-server-conf", "--parallel 4, not 1"),
+}
+
+
+def edit(path, old: str, new: str) -> None:
+    text = path.read_text()
+    assert old in text, f"{old!r} not in {path}"
+    path.write_text(text.replace(old, new))
+
+
+@pytest.mark.parametrize("stack", REPO_STACKS)
+def test_every_committed_stack_passes_the_pack(stack, tmp_path):
+    run = preview_with_pack(repo_stack(tmp_path, stack), stack)
+    assert run.ok, run.output[-4000:]
+    assert run.policy_violations() == []
+    assert run.policies_run() == ALL_RULES
+
+
+def test_a_broken_stack_fails_with_each_violation_named(tmp_path):
+    project = repo_stack(tmp_path, "prod")
+    # What the config checker accepts and the pack refuses.
+    project.set_config("prod", "inferenceHosts.reds.server.host", "0.0.0.0")
+    project.set_config("prod", "inferenceHosts.reds.server.port", 22)  # sshd's port on reds.internal
+    project.set_config("prod", "inferenceHosts.reds.server.parallel", 4)
+    # A launcher and a unit that regressed (the copy's hosts/ files).
+    serve = project.dir / "hosts" / "inference" / "serve.sh"
+    edit(serve, "args+=(--jinja)\n", "")
+    edit(serve, 'args=(--model "$model" --ctx-size "$ctx")', 'args=(--model "$model")')
+    edit(serve, '    args+=(--override-kv "$SPEAR_SERVER_ARCH.context_length=int:$ctx")\n', "")
+    edit(project.dir / "hosts" / "inference" / "spear-inference.service",
+         "Slice=system.slice", "Slice=user.slice")
+    (project.dir / "fleet.py").write_text((REPO / "__main__.py").read_text())
+    (project.dir / "__main__.py").write_text(UNCHECKED_PINS_PROGRAM)
+
+    run = preview_with_pack(project, "prod")
+
+    assert not run.ok
+    assert run.preview["steps"], "the program ran: the preview failed on policy, not on config"
+    by_rule = {}
+    for violation in run.policy_violations():
+        by_rule.setdefault(violation["policyName"], []).append(violation)
+    assert set(by_rule) == set(EXPECTED)
+    for rule, (level, resource, fragment) in EXPECTED.items():
+        assert any(v["enforcementLevel"] == level and v["policyPackName"] == "spear-fleet"
+                   and v["resourceUrn"].endswith("::" + resource) and fragment in v["message"]
+                   for v in by_rule[rule]), (rule, by_rule[rule])

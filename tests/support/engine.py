@@ -1,0 +1,165 @@
+"""Drives the real Pulumi engine (the CLI) on a throwaway copy of the project.
+
+Each test project gets its own file backend and stacks folder, so tests never touch the
+repository's stacks or the developer's state. Results are read from the engine's JSON
+(`--json` for preview and stack output, the event log for updates), not from log text.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+# The committed prod/dev placeholder secrets are encrypted with this passphrase (scripts/env.sh).
+EXAMPLE_PASSPHRASE = "spear-fleet-example"
+PROJECT_FILES = ("__main__.py", "config", "components", "spear", "hosts", "requirements.txt")
+
+
+def engine_env() -> dict[str, str]:
+    """The environment scripts/env.sh sets up, engine on PATH (building it if needed)."""
+    out = subprocess.run(
+        ["bash", "-c", f"source {REPO}/scripts/env.sh >/dev/null && env -0"],
+        check=True, capture_output=True, text=True,
+    ).stdout
+    return dict(item.split("=", 1) for item in out.split("\0") if "=" in item)
+
+
+@dataclass
+class Update:
+    """What the engine reported for one `pulumi up/destroy/refresh`."""
+    ok: bool
+    output: str
+    events: list[dict[str, Any]]
+
+    def ops(self) -> dict[str, str]:
+        """resource name -> operation the engine applied (create, update, replace, delete...).
+
+        A replacement comes as several steps (create-replacement, replace, delete-replaced).
+        """
+        done = {}
+        for event in self.events:
+            step = event.get("resOutputsEvent", {}).get("metadata")
+            if step and "::pulumi:providers:" not in step["urn"]:
+                op = step["op"]
+                done[step["urn"].rsplit("::", 1)[1]] = "replace" if "replace" in op else op
+        return done
+
+    def changes(self) -> dict[str, int]:
+        for event in self.events:
+            summary = event.get("summaryEvent")
+            if summary:
+                return summary["resourceChanges"]
+        return {}
+
+    def policy_violations(self) -> list[dict[str, Any]]:
+        return [e["policyEvent"] for e in self.events if "policyEvent" in e]
+
+    def diagnostics(self) -> list[str]:
+        return [e["diagnosticEvent"]["message"] for e in self.events if "diagnosticEvent" in e]
+
+
+class Project:
+    """A copy of the project in `workdir` with its own backend; `program` may replace __main__.py."""
+
+    def __init__(self, workdir: Path, env: dict[str, str], program: str | None = None) -> None:
+        self.dir = workdir / "project"
+        self.state = workdir / "state"
+        self.state.mkdir(parents=True)
+        self.dir.mkdir()
+        for name in PROJECT_FILES:
+            src = REPO / name
+            if src.is_dir():
+                shutil.copytree(src, self.dir / name, ignore=shutil.ignore_patterns("__pycache__"))
+            else:
+                shutil.copy(src, self.dir / name)
+        (self.dir / "stacks").mkdir()
+        project = yaml.safe_load((REPO / "Pulumi.yaml").read_text())
+        project["runtime"]["options"]["virtualenv"] = str(REPO / ".venv")
+        (self.dir / "Pulumi.yaml").write_text(yaml.safe_dump(project))
+        if program is not None:
+            (self.dir / "__main__.py").write_text(program)
+        # PULUMI_DEBUG_COMMANDS enables --event-log, as the Automation API does.
+        self.env = {**env, "PULUMI_BACKEND_URL": f"file://{self.state}",
+                    "PULUMI_CONFIG_PASSPHRASE": "test-passphrase", "PULUMI_DEBUG_COMMANDS": "true"}
+
+    def pulumi(self, *args: str, check: bool = True, timeout: float = 3600) -> subprocess.CompletedProcess:
+        result = subprocess.run(["pulumi", *args, "--non-interactive"], cwd=self.dir, env=self.env,
+                                capture_output=True, text=True, timeout=timeout)
+        if check and result.returncode != 0:
+            raise AssertionError(f"pulumi {' '.join(args)} failed ({result.returncode}):\n"
+                                 f"{result.stdout[-6000:]}\n{result.stderr[-3000:]}")
+        return result
+
+    def new_stack(self, name: str, config: dict[str, Any]) -> None:
+        """Creates a stack whose config file holds `config` (keys without the project prefix)."""
+        self.pulumi("stack", "init", name)
+        path = self.dir / "stacks" / f"Pulumi.{name}.yaml"
+        doc = (yaml.safe_load(path.read_text()) if path.exists() else None) or {}
+        doc["config"] = {f"spear-fleet:{k}": v for k, v in config.items()}
+        path.write_text(yaml.safe_dump(doc))
+
+    def set_config(self, stack: str, path: str, value: str | int | bool) -> None:
+        """`pulumi config set --path`, keeping the value's type."""
+        kind = {bool: "bool", int: "int", str: "string"}[type(value)]
+        text = str(value).lower() if isinstance(value, bool) else str(value)
+        self.pulumi("config", "set", "--path", "--stack", stack, f"spear-fleet:{path}", text,
+                    "--type", kind)
+
+    def preview(self, stack: str, *extra: str, check: bool = True) -> dict[str, Any]:
+        result = self.pulumi("preview", "--stack", stack, "--json", *extra, check=False)
+        if check and result.returncode != 0:
+            raise AssertionError(f"preview failed:\n{result.stdout[-6000:]}\n{result.stderr[-3000:]}")
+        return json.loads(result.stdout)
+
+    def _with_events(self, command: str, stack: str, *extra: str) -> Update:
+        log = self.state / f"events-{command}.jsonl"
+        log.unlink(missing_ok=True)
+        result = self.pulumi(command, "--stack", stack, "--yes", "--skip-preview",
+                             "--event-log", str(log), *extra, check=False)
+        if not log.exists():
+            raise AssertionError(f"pulumi {command} wrote no event log:\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}")
+        events = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+        return Update(result.returncode == 0, result.stdout + result.stderr, events)
+
+    def up(self, stack: str, *extra: str) -> Update:
+        return self._with_events("up", stack, *extra)
+
+    def refresh(self, stack: str, *extra: str) -> Update:
+        return self._with_events("refresh", stack, *extra)
+
+    def destroy(self, stack: str, *extra: str) -> Update:
+        return self._with_events("destroy", stack, *extra)
+
+    def outputs(self, stack: str) -> dict[str, Any]:
+        return json.loads(self.pulumi("stack", "output", "--stack", stack, "--json",
+                                      "--show-secrets").stdout)
+
+    def state_text(self, stack: str) -> str:
+        return self.pulumi("stack", "export", "--stack", stack).stdout
+
+
+def repo_stack(workdir: Path, stack: str) -> Project:
+    """A project copy holding stacks/Pulumi.<stack>.yaml as committed, the stack created.
+
+    A host that names an SSH key file gets a throwaway key instead, so the preview does not
+    depend on this machine's hosts (preview needs the key's text, not a host).
+    """
+    project = Project(workdir, engine_env())
+    project.env["PULUMI_CONFIG_PASSPHRASE"] = EXAMPLE_PASSPHRASE
+    stack_file = REPO / "stacks" / f"Pulumi.{stack}.yaml"
+    shutil.copy(stack_file, project.dir / "stacks")
+    project.pulumi("stack", "init", stack)
+    hosts = yaml.safe_load(stack_file.read_text())["config"]["spear-fleet:inferenceHosts"]
+    for name, host in hosts.items():
+        if "privateKeyPath" in host.get("ssh", {}):
+            key = workdir / f"id_ed25519_{name}"
+            subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
+            project.set_config(stack, f"inferenceHosts.{name}.ssh.privateKeyPath", str(key))
+    return project

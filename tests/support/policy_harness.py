@@ -1,0 +1,135 @@
+"""Runs a rule as the engine does, without the engine.
+
+As in pulumi-policy's own tests: the policy's `validate` is called with ResourceValidationArgs
+or StackValidationArgs and a report callback that collects the messages. The props go through
+pulumi-policy's unknown-checking proxy, as the engine's do, and numbers are floats, as the
+engine's JSON makes them. `prod(token)` gives the prod stack's resources as `pulumi preview` shows
+them (abridged to what the rules read), for tests to break one thing at a time.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from pulumi_policy import (Policy, PolicyCustomTimeouts, PolicyResource, PolicyResourceOptions,
+                           ResourceValidationArgs, StackValidationArgs)
+from pulumi_policy.proxy import UNKNOWN_STRING_VALUE, unknown_checking_proxy
+
+from spear import tokens
+from spear.tokens import Token
+from tests.support.stack_files import SEED_COMMAND_LINE
+
+UNKNOWN = UNKNOWN_STRING_VALUE
+STACK_URN = "urn:pulumi:prod::spear-fleet::pulumi:pulumi:Stack::spear-fleet-prod"
+
+_NAMES = {tokens.LLAMA_SERVER_BUILD: "reds-llama-server", tokens.MODEL_FILES: "reds-model",
+          tokens.SERVER_CONF: "reds-server-conf", tokens.SYSTEMD_UNIT: "reds-unit"}
+
+
+_UNIT_TEXT = """[Unit]
+Description=SPEAR inference server (llama-server, started by serve.sh)
+
+[Service]
+Type=simple
+Slice=system.slice
+ExecStart=/opt/spear/bin/serve.sh
+Restart=on-failure
+
+[Install]
+WantedBy=multi-user.target
+"""
+
+_PROD: dict[Token, dict[str, Any]] = {
+    tokens.LLAMA_SERVER_BUILD: {
+        "source": {"git": "https://github.com/ggml-org/llama.cpp.git",
+                   "commit": "aa6192d38defc9a5d9fb2987413f71b18f214270"},
+        "cmake_flags": ["-DGGML_CUDA=ON", "-DGGML_NATIVE=OFF"],
+        "build_key": "bbf36c4e94bcb4f3",
+        "runtime_dir": "/opt/spear",
+    },
+    tokens.MODEL_FILES: {
+        "shards": [{"name": f"Qwen3-Coder-Next-Q8_0-0000{i}-of-00004.gguf", "size": 22469758624.0,
+                    "sha256": f"{i}" * 64} for i in range(1, 5)],
+        "digest": "93861b3f29027ed9",
+        "runtime_dir": "/opt/spear",
+    },
+    tokens.SERVER_CONF: {
+        "path": "/opt/spear/config/server.conf",
+        "settings": {
+            "SPEAR_SERVER_MODEL": "/opt/spear/models/gguf/Qwen3-Coder-Next-Q8_0-00001-of-00004.gguf",
+            "SPEAR_SERVER_LORA": "none", "SPEAR_SERVER_CTX": "524288",
+            "SPEAR_SERVER_NATIVE_CTX": "262144", "SPEAR_SERVER_ARCH": "qwen3next",
+            "SPEAR_SERVER_HOST": "127.0.0.1", "SPEAR_SERVER_PORT": "8010",
+            "SPEAR_SERVER_THREADS": "16", "SPEAR_SERVER_NGL": "99", "SPEAR_SERVER_NCPUMOE": "0",
+            "SPEAR_SERVER_MOE": "1", "SPEAR_SERVER_PARALLEL": "1",
+        },
+        "command_line": SEED_COMMAND_LINE,
+        "binds": [{"host": "reds.internal:22", "address": "127.0.0.1", "port": 8010.0,
+                   "what": "llama-server"}],
+    },
+    tokens.SYSTEMD_UNIT: {
+        "unit": "spear-inference.service",
+        "unit_path": "/etc/systemd/system/spear-inference.service",
+        "scope": "system",
+        "content": _UNIT_TEXT,
+        "slice": "system.slice",
+    },
+}
+_PROD_STACK_OUTPUTS = {"backends": {
+    "local": {"name": "local", "kind": "port", "port": 8080.0},
+    "remote": {"name": "remote", "kind": "port", "port": 8081.0},
+    "reds": {"name": "reds", "kind": "port", "port": 8082.0},
+    "anthropic": {"name": "anthropic", "kind": "api", "port": None},
+}}
+
+
+def prod(token: Token) -> dict[str, Any]:
+    """A fresh copy of the prod props of one resource type."""
+    return copy.deepcopy(_PROD[token])
+
+
+def prod_stack() -> dict[str, Any]:
+    """A fresh copy of the prod root stack's outputs."""
+    return copy.deepcopy(_PROD_STACK_OUTPUTS)
+
+
+def _urn(token: Token, name: str) -> str:
+    return f"urn:pulumi:prod::spear-fleet::{tokens.INFERENCE_HOST}${token.type}::{name}"
+
+
+def defaults(policy: Policy) -> dict[str, Any]:
+    """The policy's config as the engine hands it over when nobody set any: the schema defaults."""
+    schema = policy.config_schema.properties if policy.config_schema else {}
+    return {key: spec["default"] for key, spec in schema.items() if "default" in spec}
+
+
+def _options() -> PolicyResourceOptions:
+    return PolicyResourceOptions(False, [], None, [], PolicyCustomTimeouts(0, 0, 0), [])
+
+
+def check_resource(policy: Policy, token: Token, props: dict[str, Any],
+                   config: dict[str, Any] | None = None) -> list[str]:
+    """The messages `policy` reports for one resource of this type with these props."""
+    name = _NAMES.get(token, "other")
+    args = ResourceValidationArgs(token.type, unknown_checking_proxy(props), _urn(token, name),
+                                  name, _options(), None,
+                                  config if config is not None else defaults(policy))
+    reported: list[str] = []
+    policy.validate(args, lambda message, urn=None: reported.append(message))
+    return reported
+
+
+def check_stack(policy: Policy, stack_outputs: dict[str, Any],
+                resources: list[tuple[Token, dict[str, Any]]]) -> list[str]:
+    """The messages a stack policy reports for the root stack (its outputs) and these
+    (type, props) resources."""
+    stack = PolicyResource(tokens.STACK, unknown_checking_proxy(stack_outputs), STACK_URN,
+                           "spear-fleet-prod", _options(), None, None, [], {})
+    members = [PolicyResource(token.type, unknown_checking_proxy(props), _urn(token, _NAMES[token]),
+                              _NAMES[token], _options(), None, stack, [], {})
+               for token, props in resources]
+    reported: list[str] = []
+    policy.validate(StackValidationArgs([stack, *members], defaults(policy)),
+                    lambda message, urn=None: reported.append(message))
+    return reported

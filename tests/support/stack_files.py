@@ -1,0 +1,84 @@
+"""The repository's stack files as the program sees them, for tests without an engine."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pulumi
+import yaml
+
+from config.checker import NAMESPACE
+from config.schema import parse
+from config.types import InferenceHost
+
+REPO = Path(__file__).resolve().parents[2]
+DUMMY_KEY = "-----BEGIN OPENSSH PRIVATE KEY-----\nAAAA\n-----END OPENSSH PRIVATE KEY-----\n"
+
+
+def stack_raw(stack: str) -> dict[str, Any]:
+    """A stack file's config, as the namespace parse() takes (prefix stripped)."""
+    config = yaml.safe_load((REPO / "stacks" / f"Pulumi.{stack}.yaml").read_text())["config"]
+    prefix = NAMESPACE + ":"
+    assert all(key.startswith(prefix) for key in config)
+    return {key[len(prefix):]: value for key, value in config.items()}
+
+
+def prod_raw() -> dict[str, Any]:
+    """prod with its secret key decrypted (a placeholder)."""
+    return with_placeholder_keys(stack_raw("prod"))
+
+
+# prod's one inference host, as a path into its raw config.
+PROD_HOST = ("inferenceHosts", "reds")
+
+
+def with_placeholder_keys(raw: dict[str, Any]) -> dict[str, Any]:
+    """raw with DUMMY_KEY for every host that names no key file (the secrets decrypted)."""
+    keys = {name: DUMMY_KEY for name, host in raw["inferenceHosts"].items()
+            if "privateKeyPath" not in host.get("ssh", {})}
+    return {**raw, "sshPrivateKeys": keys} if keys else raw
+
+
+def stack_host(stack: str, **changes: dict[str, Any]) -> InferenceHost:
+    """The stack's one inference host as parse() types it; each change merges into a section
+    of the host (`host` for the host's own keys, e.g. host={"runtimeDir": "/srv"})."""
+    raw = stack_raw(stack)
+    [(name, host)] = raw["inferenceHosts"].items()
+    for section, values in changes.items():
+        if section == "host":
+            host.update(values)
+        else:
+            host[section] = {**host[section], **values}
+    return parse(with_placeholder_keys(raw)).inference_hosts[name]
+
+
+def engine_config(raw: dict[str, Any]) -> dict[str, str]:
+    """What the engine hands the program: full keys, objects as JSON text."""
+    return {f"spear-fleet:{key}": value if isinstance(value, str) else json.dumps(value)
+            for key, value in raw.items()}
+
+
+# Seed 000 §6.2.1: the command line serve.sh must produce for the prod profile, flag by flag.
+SEED_COMMAND_LINE = (
+    "llama-server --model /opt/spear/models/gguf/Qwen3-Coder-Next-Q8_0-00001-of-00004.gguf"
+    " --ctx-size 524288 --parallel 1 --n-gpu-layers 99 --flash-attn on"
+    " --cache-type-k q8_0 --cache-type-v q8_0 --host 127.0.0.1 --port 8010 --jinja --threads 16"
+    " --rope-scaling yarn --rope-scale 2 --yarn-orig-ctx 262144"
+    " --override-kv qwen3next.context_length=int:524288"
+).split()
+
+
+class RecordingMocks(pulumi.runtime.Mocks):
+    """Pulumi mocks that remember every resource registered, by name, in order."""
+
+    def __init__(self) -> None:
+        self.resources: dict[str, pulumi.runtime.MockResourceArgs] = {}
+
+    def new_resource(self, args: pulumi.runtime.MockResourceArgs):
+        self.resources[args.name] = args
+        return [f"{args.name}-id", args.inputs]
+
+    def call(self, args: pulumi.runtime.MockCallArgs):
+        return {}

@@ -1,0 +1,69 @@
+"""__main__ under Pulumi's mocks: the prod stack's config becomes the inference host's
+resources, with the seed's command line and the unit in system.slice. (That the SSH key
+stays secret is checked on the real engine's state, in test_inference_host.py.)"""
+
+from __future__ import annotations
+
+import runpy
+
+import pulumi
+import pytest
+
+from spear import tokens
+from tests.support.stack_files import REPO, SEED_COMMAND_LINE, RecordingMocks, engine_config, prod_raw
+
+
+
+@pytest.fixture
+def prod_program():
+    mocks = RecordingMocks()
+    pulumi.runtime.set_mocks(mocks, project="spear-fleet", stack="prod")
+    pulumi.runtime.set_all_config(engine_config(prod_raw()), ["spear-fleet:sshPrivateKeys"])
+    yield mocks
+    pulumi.runtime.set_all_config({}, [])
+
+
+@pulumi.runtime.test
+def run_main():
+    runpy.run_path(str(REPO / "__main__.py"))
+
+
+def types(mocks: RecordingMocks) -> dict[str, str]:
+    return {name: args.typ for name, args in mocks.resources.items()}
+
+
+def test_prod_declares_each_part_of_the_inference_host_each_with_its_own_type(prod_program):
+    run_main()
+    assert types(prod_program) == {
+        "reds": "spear:inference:InferenceHost",
+        "reds-llama-server": "pulumi-python:dynamic/spear:LlamaServerBuild",
+        "reds-model": "pulumi-python:dynamic/spear:ModelFiles",
+        "reds-serve-sh": "pulumi-python:dynamic/spear:Launcher",
+        "reds-server-conf": "pulumi-python:dynamic/spear:ServerConf",
+        "reds-unit": "pulumi-python:dynamic/spear:SystemdUnit",
+        "reds-smoke-test": "pulumi-python:dynamic/spear:SmokeTest",
+    }
+    assert types(prod_program)["reds-server-conf"] == tokens.SERVER_CONF.type
+
+
+def test_prod_renders_the_seed_command_line_and_places_the_unit(prod_program):
+    run_main()
+    conf = prod_program.resources["reds-server-conf"].inputs
+    assert conf["command_line"] == SEED_COMMAND_LINE
+    assert conf["path"] == "/opt/spear/config/server.conf"
+    assert conf["binds"] == [{"host": "reds.internal:22", "address": "127.0.0.1", "port": 8010,
+                              "what": "llama-server"}]
+    unit = prod_program.resources["reds-unit"].inputs
+    assert unit["slice"] == "system.slice"
+    assert "Slice=system.slice" in unit["content"]
+    assert unit["unit_path"] == "/etc/systemd/system/spear-inference.service"
+    build = prod_program.resources["reds-llama-server"].inputs
+    assert build["source"]["commit"] == prod_raw()["inferenceHosts"]["reds"]["llamaCpp"]["source"]["commit"]
+    assert "-DGGML_CUDA=ON" in build["cmake_flags"]
+
+
+def test_prod_restart_triggers_name_what_restarts_the_server(prod_program):
+    run_main()
+    triggers = prod_program.resources["reds-unit"].inputs["restart_triggers"]
+    assert set(triggers) == {"build_key", "model", "server_conf", "launcher"}
+    assert triggers["build_key"] == prod_program.resources["reds-llama-server"].inputs["build_key"]

@@ -1,0 +1,163 @@
+"""The preview summary on small hand-written steps for each class (tests/integration has the
+same on real previews of the real engine)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from spear import review as preview_summary
+from spear import tokens
+from spear.review import summarize
+
+# The inference host's parts by the suffix of their resource name, as the component names them.
+PART_TYPES = {"-server-conf": tokens.SERVER_CONF, "-unit": tokens.SYSTEMD_UNIT,
+              "-llama-server": tokens.LLAMA_SERVER_BUILD, "-model": tokens.MODEL_FILES,
+              "-smoke-test": tokens.SMOKE_TEST, "-serve-sh": tokens.LAUNCHER}
+
+
+def urn(name: str) -> str:
+    token = next(t for suffix, t in PART_TYPES.items() if name.endswith(suffix))
+    return f"urn:pulumi:prod::spear-fleet::{tokens.INFERENCE_HOST}${token.type}::{name}"
+
+KEY = "-----BEGIN OPENSSH PRIVATE KEY-----\nc2VjcmV0\n-----END OPENSSH PRIVATE KEY-----\n"
+CONNECTION = {"host": "reds.internal", "port": 22, "user": "root", "private_key": KEY}
+OLD_COMMIT = "aa6192d38defc9a5d9fb2987413f71b18f214270"
+NEW_COMMIT = "0123456789abcdef0123456789abcdef01234567"
+Q8_MODEL = "/opt/spear/models/gguf/Qwen3-Coder-Next-Q8_0-00001-of-00004.gguf"
+
+
+# ---------------------------------------------------------------------------------------------
+# Unit tests: hand-written steps shaped like the engine's (op, urn, oldState/newState inputs,
+# replaceReasons), each with the secret connection in plain text, as `--show-secrets` gives it.
+
+
+def step(op: str, name: str, old: dict | None = None, new: dict | None = None,
+         **extra: Any) -> dict[str, Any]:
+    def state(inputs):
+        return None if inputs is None else {"custom": True, "type": urn(name).split("$")[-1].split("::")[0],
+                                            "inputs": {"connection": CONNECTION, **inputs}}
+    return {"op": op, "urn": urn(name), "oldState": state(old), "newState": state(new), **extra}
+
+
+def conf(**settings: str) -> dict[str, Any]:
+    values = {"SPEAR_SERVER_MODEL": Q8_MODEL, "SPEAR_SERVER_CTX": "524288", **settings}
+    return {"settings": values,
+            "content": "".join(f"{k}={v}\n" for k, v in values.items())}
+
+
+def build(commit: str, key: str) -> dict[str, Any]:
+    return {"build_key": key, "cmake_flags": ["-DGGML_CUDA=ON"],
+            "source": {"git": "https://github.com/ggml-org/llama.cpp.git", "commit": commit}}
+
+
+def unit(**triggers: str) -> dict[str, Any]:
+    return {"unit": "spear-inference.service",
+            "restart_triggers": {"build_key": "b1", "model": "m1", "server_conf": "c1",
+                                 "launcher": "l1", **triggers}}
+
+
+def model(*names: str) -> dict[str, Any]:
+    return {"digest": hashlib.sha256(repr(names).encode()).hexdigest(),
+            "shards": [{"name": n, "size": 1, "sha256": "0" * 64} for n in names]}
+
+
+def summary_of(*steps: dict[str, Any], events: list | None = None) -> str:
+    text = summarize({"steps": list(steps)}, events)
+    assert "PRIVATE KEY" not in text and "c2VjcmV0" not in text and "connection" not in text
+    return text
+
+
+def test_unchanged_parts_read_as_no_changes():
+    text = summary_of(step("same", "reds-server-conf", conf(), conf()),
+                      step("same", "reds-unit", unit(), unit()))
+    assert text.startswith("### `prod`: no changes\n")
+    assert "- No change: server.conf (`reds-server-conf`), spear-inference.service" in text
+
+
+def test_a_new_context_size_is_config_only_with_the_setting_old_to_new():
+    text = summary_of(step("update", "reds-server-conf", conf(), conf(SPEAR_SERVER_CTX="262144")),
+                      step("update", "reds-unit", unit(), unit(server_conf="c2")))
+    assert text.startswith("### `prod`: restart, no rebuild\n")
+    assert "- **server.conf** (`reds-server-conf`): **config only (restart)**" in text
+    assert "  - `SPEAR_SERVER_CTX`: `524288` → `262144`\n" in text
+    assert "**spear-inference.service** (`reds-unit`): **config only (restart)**" in text
+    assert "  - restarts: server_conf changed\n" in text
+
+
+def test_a_new_commit_is_a_rebuild_with_the_commit_old_to_new():
+    text = summary_of(step("replace", "reds-llama-server", build(OLD_COMMIT, "b1"),
+                           build(NEW_COMMIT, "b2"), replaceReasons=["build_key"]),
+                      step("update", "reds-unit", unit(), unit(build_key="b2")))
+    assert text.startswith("### `prod`: rebuild and restart\n")
+    assert "- **llama-server build** (`reds-llama-server`): **rebuild**" in text
+    assert "  - replaced because build_key changed\n" in text
+    assert f"  - `commit`: `{OLD_COMMIT}` → `{NEW_COMMIT}`\n" in text
+    assert "  - restarts: build_key changed\n" in text
+
+
+def test_a_new_manifest_is_a_model_refetch_naming_the_shards():
+    text = summary_of(step("update", "reds-model", model("a.gguf", "b.gguf"),
+                           model("a.gguf", "c.gguf")),
+                      step("update", "reds-unit", unit(), unit(model="m2")))
+    assert text.startswith("### `prod`: restart, no rebuild (after a model re-fetch)\n")
+    assert "- **model files** (`reds-model`): **model re-fetch**" in text
+    assert "  - shard removed: `b.gguf`\n  - shard added: `c.gguf`\n" in text
+    assert "  - restarts: model changed\n" in text
+
+
+def test_a_check_that_only_runs_again_restarts_nothing():
+    text = summary_of(step("update", "reds-smoke-test", {"model": "a"},
+                           {"model": "b"}))
+    assert text.startswith("### `prod`: in place, no restart\n")
+    assert "  - `model` changed\n" in text
+
+
+def test_other_replacements_creates_and_deletes():
+    moved = conf()
+    text = summary_of(step("replace", "reds-server-conf", conf(), {**moved, "path": "/srv/x"},
+                           replaceReasons=["path"]),
+                      step("create", "reds-smoke-test", None, {}),
+                      step("delete", "reds-serve-sh", {}, None))
+    assert text.startswith("### `prod`: delete\n")
+    assert "- **serve.sh** (`reds-serve-sh`): **delete**: removed from the host." in text
+    assert "- **server.conf** (`reds-server-conf`): **replace**" in text
+    assert "  - replaced because path changed\n" in text
+    assert "- **smoke test** (`reds-smoke-test`): **create**: new on the host." in text
+
+
+def test_a_changed_connection_is_never_shown():
+    moved = {**CONNECTION, "host": "reds2.internal", "private_key": KEY.replace("c2VjcmV0", "bmV3")}
+    text = summary_of(step("update", "reds-server-conf", conf(), {**conf(), "connection": moved}))
+    assert "reds2" not in text and "bmV3" not in text
+
+
+def test_policy_results_follow_the_changes():
+    events = [
+        {"policyAnalyzeSummaryEvent": {"resourceUrn": urn("reds-server-conf"),
+                                       "policyPackName": "spear-fleet", "policyPackVersion": "0.1.0",
+                                       "passed": ["jinja-enabled"], "failed": ["kv-cache-and-slots"]}},
+        {"policyEvent": {"resourceUrn": urn("reds-server-conf"), "policyName": "kv-cache-and-slots",
+                         "policyPackName": "spear-fleet", "policyPackVersion": "0.1.0",
+                         "enforcementLevel": "advisory",
+                         "message": "The KV cache type...\nseed 000 §6.2.2: --parallel 4.\n"}},
+    ]
+    text = summary_of(step("same", "reds-server-conf", conf(), conf()), events=events)
+    assert "Policy pack spear-fleet 0.1.0: **passed**; 1 advisory; 1 rule(s) passed everywhere" in text
+    assert ("- ⚠️ `kv-cache-and-slots` (advisory) on server.conf (`reds-server-conf`):"
+            " seed 000 §6.2.2: --parallel 4.") in text
+    assert "Not run" in summary_of(step("same", "reds-server-conf", conf(), conf()))
+
+
+def test_the_command_reads_a_file_or_stdin(tmp_path, capsys, monkeypatch):
+    preview = tmp_path / "preview.json"
+    preview.write_text(json.dumps({"steps": [step("same", "reds-unit", unit(), unit())]}))
+    events = tmp_path / "events.jsonl"
+    events.write_text(json.dumps({"policyAnalyzeStackSummaryEvent": {
+        "policyPackName": "spear-fleet", "policyPackVersion": "0.1.0", "passed": ["ports-distinct"]}}) + "\n")
+    assert preview_summary.main([str(preview), "--policy-events", str(events)]) == 0
+    assert "no changes" in capsys.readouterr().out
+    monkeypatch.setattr("sys.stdin", preview.open())
+    assert preview_summary.main([]) == 0
+    assert "Not run (no event log given)." in capsys.readouterr().out
