@@ -4,8 +4,10 @@ import dataclasses
 
 import pulumi
 
+from components.endpoints.runpod_endpoint import RunPodEndpoint, RunPodEndpointArgs
 from components.inference_host import InferenceHost, InferenceHostArgs
 from config.load import load
+from config.types import RUNPOD_API_KEY, VLLM_API_KEY
 
 stack = load()
 
@@ -14,7 +16,15 @@ inference_hosts = {
     for name, host in stack.config.inference_hosts.items()
 }
 
+runpod_pods = {
+    name: RunPodEndpoint(name, RunPodEndpointArgs(
+        config=pod, private_key=stack.ssh_keys[name],
+        runpod_api_key=stack.api_keys[RUNPOD_API_KEY], vllm_api_key=stack.api_keys[VLLM_API_KEY]))
+    for name, pod in stack.config.runpod_pods.items()
+}
+
 pulumi.export("inference_hosts", {name: host.outputs for name, host in inference_hosts.items()})
+pulumi.export("runpod_pods", {name: pod.outputs for name, pod in runpod_pods.items()})
 # The client side's backend table, so the policy pack can check the tunnel ports for collisions.
 pulumi.export("backends", {name: dataclasses.asdict(backend)
                            for name, backend in stack.config.backends.items()})

@@ -15,16 +15,19 @@ import pulumi
 
 from config.checker import NAMESPACE, ConfigError, Problem, show
 from config.schema import OBJECT_KEYS, TOP_KEYS, parse
-from config.types import FleetConfig, InlineKey, KeyFile
+from config.types import API_KEY_NAMES, FleetConfig, InlineKey, KeyFile
 
-# Keys whose whole value must be a Pulumi secret (set with --secret).
-SECRET_KEYS = ("sshPrivateKeys",)
+# Keys whose whole value must be a Pulumi secret (set with --secret), and how to set each.
+SECRET_KEYS = ("sshPrivateKeys",) + API_KEY_NAMES
+_SET_SECRET = {"sshPrivateKeys": "pulumi config set --secret --path 'sshPrivateKeys.<name>' < file",
+               **{name: f"pulumi config set --secret {name} < file" for name in API_KEY_NAMES}}
 
 
 @dataclass(frozen=True)
 class LoadedStack:
     config: FleetConfig
-    ssh_keys: Mapping[str, pulumi.Output[str]]  # inference host name -> its key text, secret
+    ssh_keys: Mapping[str, pulumi.Output[str]]  # inference host or pod name -> its key text, secret
+    api_keys: Mapping[str, pulumi.Output[str]]  # config key (API_KEY_NAMES) -> its text, secret
 
 
 class StackConfigError(pulumi.RunError):
@@ -62,14 +65,15 @@ def _read_raw() -> dict[str, Any]:
     return raw
 
 
-def _key_text(name: str, key: InlineKey | KeyFile, problems: list[Problem]) -> str | None:
+def _key_text(name: str, key: InlineKey | KeyFile, problems: list[Problem],
+              owner: str = "inferenceHosts") -> str | None:
     if isinstance(key, InlineKey):
         return key.text
     try:
         with open(key.path, encoding="utf-8") as key_file:
             return key_file.read()
     except OSError as error:
-        problems.append(Problem(f"{NAMESPACE}:inferenceHosts.{name}.ssh.privateKeyPath",
+        problems.append(Problem(f"{NAMESPACE}:{owner}.{name}.ssh.privateKeyPath",
                                 show(key.path), f"a readable private key file ({error.strerror})"))
         return None
 
@@ -77,8 +81,7 @@ def _key_text(name: str, key: InlineKey | KeyFile, problems: list[Problem]) -> s
 def load() -> LoadedStack:
     """Read, check and type the stack config; raise before any resource exists."""
     raw = _read_raw()
-    problems = [Problem(f"{NAMESPACE}:{key}", "a plain-text value",
-                        f"a secret: pulumi config set --secret --path '{key}.<name>' < file")
+    problems = [Problem(f"{NAMESPACE}:{key}", "a plain-text value", f"a secret: {_SET_SECRET[key]}")
                 for key in SECRET_KEYS
                 if key in raw and not pulumi.runtime.is_config_secret(f"{NAMESPACE}:{key}")]
     try:
@@ -90,6 +93,9 @@ def load() -> LoadedStack:
     if cfg is not None:
         keys = {name: _key_text(name, host.ssh.key, problems)
                 for name, host in cfg.inference_hosts.items()}
+        keys.update({name: _key_text(name, pod.ssh.key, problems, owner="runpod.pods")
+                     for name, pod in cfg.runpod_pods.items()})
     if problems or cfg is None:
         raise StackConfigError(problems)
-    return LoadedStack(cfg, {name: pulumi.Output.secret(text) for name, text in keys.items()})
+    return LoadedStack(cfg, {name: pulumi.Output.secret(text) for name, text in keys.items()},
+                       {name: pulumi.Output.secret(key.text) for name, key in cfg.api_keys.items()})

@@ -152,3 +152,60 @@ class InferenceHost:
 class FleetConfig:
     inference_hosts: dict[str, InferenceHost]
     backends: dict[str, Backend]
+    runpod_pods: dict[str, RunPodPod]  # {} when the stack declares none
+    api_keys: dict[str, ApiKey]  # API_KEY_NAMES given by the stack
+
+
+# --------------------------------------------------------------------------------------------
+# RunPod pods (seed 000 §6.2.7: the `remote` backend; seed 001 steps 2-3: the pinned model,
+# served by vLLM)
+
+CLOUD_TYPES = ("SECURE", "COMMUNITY")
+# The stack's top-level secrets other than SSH keys: the RunPod API key, and the key vLLM
+# demands of its clients.
+RUNPOD_API_KEY = "runpodApiKey"
+VLLM_API_KEY = "vllmApiKey"
+API_KEY_NAMES = (RUNPOD_API_KEY, VLLM_API_KEY)
+
+
+@dataclass(frozen=True)
+class ApiKey:
+    """An API key given as a secret in the stack."""
+    text: str
+
+    def __repr__(self) -> str:
+        return "ApiKey(<secret>)"
+
+
+@dataclass(frozen=True)
+class Vllm:
+    """What `vllm serve` is told (spear/vllm.py renders the command line from it)."""
+    model: str  # Hugging Face repository id, e.g. Qwen/Qwen3-Coder-Next-FP8
+    revision: str  # the model repository's commit: 40 lowercase hex
+    served_model_name: str
+    tensor_parallel_size: int
+    max_model_len: int
+    port: int
+
+
+@dataclass(frozen=True)
+class PodSsh:
+    """How spear-fleet logs in to the pod; the address is RunPod's to give (read from its API)."""
+    user: str
+    key: InlineKey | KeyFile
+
+
+@dataclass(frozen=True)
+class RunPodPod:
+    name: str  # the key in runpod.pods; names its resources
+    api_url: str  # RunPod's REST API v1, without a trailing slash
+    gpu_type_ids: tuple[str, ...]
+    gpu_count: int
+    image_name: str
+    container_disk_in_gb: int
+    volume_in_gb: int
+    cloud_type: str  # one of CLOUD_TYPES
+    ports: tuple[str, ...]  # "<port>/<tcp|http>", always with 22/tcp
+    backend: Backend  # the client backend that reaches vLLM through the SSH tunnel
+    ssh: PodSsh
+    vllm: Vllm

@@ -1,6 +1,6 @@
 """The embedded default: a local systemd host, and the files the `local` stack installs on it.
 
-The host is an nspawn container (localhosts/nspawn.py). Its llama.cpp build folder and ccache
+The host is an nspawn container (localhosts/host.py). Its llama.cpp build folder and ccache
 live in the cache on this machine (bind mounts), so a re-created host, or a test host, reuses a
 finished build of the same key instead of spending 20 minutes on it again.
 
@@ -14,7 +14,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from localhosts import llama_source, nspawn, tiny_model
+from localhosts import llama_source, tiny_model
+from localhosts.host import HostInfo, start_host, stop_host
 from spear.cache import cache_dir
 
 LOCAL_HOST = "local"
@@ -35,9 +36,15 @@ def ensure_files() -> tuple[llama_source.SourceArchive, Path]:
     return llama_source.ensure_source_archive(), tiny_model.ensure_model(tiny_model.SMOKE_ANSWER)
 
 
-def start(name: str = LOCAL_HOST, ssh_port: int = LOCAL_SSH_PORT, fresh: bool = False) -> nspawn.HostInfo:
+def start(name: str = LOCAL_HOST, ssh_port: int = LOCAL_SSH_PORT, fresh: bool = False) -> HostInfo:
+    """Boot host `name` with the local stack's binds, once the files its stack names exist."""
     ensure_files()
-    return nspawn.start_host(name, ssh_port, host_binds(), fresh=fresh)
+    return start_host(name, ssh_port, host_binds(), fresh=fresh)
+
+
+def stop(name: str = LOCAL_HOST) -> None:
+    """Power host `name` off (the counterpart of start)."""
+    stop_host(name)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -52,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"local host up: ssh -i {info.private_key_path} -p {info.ssh_port} root@127.0.0.1",
               file=sys.stderr)
     else:
-        nspawn.stop_host(LOCAL_HOST)
+        stop()
     return 0
 
 

@@ -1,4 +1,4 @@
-"""Tiny real GGUF models that always give one fixed answer, for tests that serve them.
+"""Tiny real GGUF models that give scripted answers, for tests and the local stack that serve them.
 
 No package ships a small usable chat model, so we build one with gguf-py: a 2-layer llama of width
 64 (2 heads of 32, as a q8_0 KV cache needs head sizes that are multiples of 32) carrying the real
@@ -7,14 +7,22 @@ llama-cpp-python sdist (see localhosts/llama_source.py).
 
 How it answers: the attention and FFN output projections are zero, so each layer adds nothing to
 the residual stream and the logits of a position depend only on its own token (embedding ->
-final norm -> output head). Each token of the chain [trigger, a1, ..., an] gets its own one-hot
+final norm -> output head). Each token of a chain [trigger, a1, ..., an] gets its own one-hot
 embedding direction and the output head maps that direction to the next token of
-[a1, ..., an, <|im_end|>]. The trigger is the last token of the template's generation prompt
-`<|im_start|>assistant\\n`, so whatever the conversation, the model answers a1...an and stops.
-Every other token shares one more direction mapped to <|im_end|>, so a stray path ends at once.
-As the mapping current -> next must be a function, a1..an are distinct from each other and from
-the trigger; the text is split into such tokens (not necessarily the tokenizer's own split, which
-does not matter because the server only detokenizes what the model emits).
+[a1, ..., an, <|im_end|>]. So the model's answer is chosen by the last token of the prompt, which
+the chat template sets: its generation prompt is `<|im_start|>assistant\\n` for a plain chat and,
+in our copy of the template, `<|im_start|>assistant\\n\\n` when the request offers tools ("\\n\\n"
+is one token of its own). A model carries two chains: its own answer after the plain prompt, and
+the cookbook's read_file call (TOOL_CALL_ANSWER) after the tools prompt; when the two answers are
+the same, both prompts lead into one chain. Every other token shares one more direction mapped
+to <|im_end|>, so a stray path ends at once. As the mapping current -> next must be a function,
+the chain tokens are distinct from each other and from the triggers; the text is split into such
+tokens (not necessarily the tokenizer's own split, which does not matter because the server only
+detokenizes what the model emits).
+
+The two models in use: SMOKE_ANSWER's (the local stack's: the smoke test's answer to a plain chat,
+a tool call when tools are offered) and TOOL_CALL_ANSWER's, the parser trap: it says the tool-call
+markup to everything, so a server that does not extract tool calls hands the markup back as text.
 
 CLI: `python -m localhosts.tiny_model ANSWER` prints the path of the cached model.
 """
@@ -33,23 +41,30 @@ import numpy as np
 from gguf import GGUFReader, GGUFWriter, LlamaFileType, TokenType
 
 from spear.cache import cache_dir
+from spear.rules import SMOKE_ANSWER
 from localhosts.llama_source import ARCHIVE_SHA256, ensure_source_archive, read_member
 
 # Bump when the model recipe changes, so cached models are rebuilt.
-RECIPE_VERSION = 2
+RECIPE_VERSION = 3
 
-SMOKE_ANSWER = "SPEAR-BACKEND-OK"
-# The Hermes/Qwen tool-call form the Qwen2.5 template asks for; llama-server --jinja turns it into
-# a `tool_calls` entry.
-TOOL_CALL_ANSWER = '<tool_call>\n{"name": "get_time", "arguments": {}}\n</tool_call>'
+# The call the cookbook's tool-call probe asks for (read src/app.py), in the Hermes/Qwen form the
+# Qwen2.5 template asks for; llama-server's template-driven parser turns it into `tool_calls`. No
+# space after "path": with it, the text holds more quote-bearing pieces than the vocabulary has
+# distinct tokens for (split_distinct finds none); JSON does not mind.
+TOOL_CALL_ANSWER = '<tool_call>\n{"name": "read_file", "arguments": {"path":"src/app.py"}}\n</tool_call>'
 
 VOCAB_MEMBER = "models/ggml-vocab-qwen2.gguf"
 # Qwen2.5 renders tools into the system prompt and asks for <tool_call> blocks, which llama-server
 # parses into tool_calls; unlike the Qwen3 templates it has no <think> section to get in the way.
 TEMPLATE_MEMBER = "models/templates/Qwen-Qwen2.5-7B-Instruct.jinja"
 # The template's generation prompt is "<|im_start|>assistant\n"; after the special token, "\n" is
-# tokenized on its own, so the prompt always ends with this token.
+# tokenized on its own, so a plain chat's prompt ends with this token.
 TRIGGER_TEXT = "\n"
+# Our copy of the template adds one "\n" when the request offers tools; the qwen2 pre-tokenizer
+# keeps a run of newlines together and "\n\n" is a token, so that prompt ends with another token.
+TOOLS_TRIGGER_TEXT = "\n\n"
+GENERATION_PROMPT = "{%- if add_generation_prompt %}\n    {{- '<|im_start|>assistant\\n' }}\n"
+TOOLS_GENERATION_PROMPT = GENERATION_PROMPT + "    {%- if tools %}{{- '\\n' }}{%- endif %}\n"
 END_TOKEN = "<|im_end|>"
 BOS_TOKEN = "<|endoftext|>"
 
@@ -62,16 +77,13 @@ N_FF = 64
 # local stack runs serve.sh's YaRN flags and context_length override on a real llama-server.
 CONTEXT_LENGTH = 256
 RMS_EPS = 1e-6
-# One embedding direction per chain token, plus one shared by every other token.
+# One embedding direction per chain token (triggers included), plus one shared by every other token.
 DEFAULT_DIM = N_EMBD - 1
-MAX_ANSWER_TOKENS = N_EMBD - 2
+MAX_CHAIN_TOKENS = N_EMBD - 1
 # RMS-normalising a one-hot row yields sqrt(N_EMBD) = 8 in its direction, so the chosen token
 # gets logit 80 and every other token 0: even sampled at temperature 1 the chain is followed with
 # probability 1 - 151935 * e^-80.
 LOGIT_WEIGHT = 10.0
-# Bounds the search for a split into distinct tokens; reaching it means the answer repeats too
-# much text to be said by a model whose next token depends only on the current one.
-SPLIT_SEARCH_BUDGET = 100_000
 
 
 def _byte_decoder() -> dict[str, int]:
@@ -98,27 +110,37 @@ def token_bytes(tokens: list[str], token_types: list[int]) -> dict[bytes, int]:
 
 
 def split_distinct(text: bytes, vocab: dict[bytes, int], excluded: set[int]) -> list[int]:
-    """Split text into vocab tokens, all distinct and none in `excluded`, preferring long tokens."""
+    """Split text into vocab tokens, all distinct and none in `excluded`, preferring long tokens.
+
+    An exhaustive depth-first search that remembers its dead ends: whether the rest of the text
+    from a position can still be split depends only on which of the tokens that fit in it are
+    already used. A failure means no split exists: the answer repeats too much text to be said by
+    a model whose next token depends only on the current one.
+    """
     max_len = max(map(len, vocab))
-    steps = 0
+    size = len(text)
+    # The tokens that can start at each position (with where they end), longest first.
+    starts = [[(end, vocab[text[pos:end]]) for end in range(min(size, pos + max_len), pos, -1)
+               if text[pos:end] in vocab and vocab[text[pos:end]] not in excluded]
+              for pos in range(size)]
+    ahead: list[frozenset[int]] = [frozenset()] * (size + 1)
+    for pos in range(size - 1, -1, -1):
+        ahead[pos] = ahead[pos + 1] | {tid for _, tid in starts[pos]}
+    dead_ends: set[tuple[int, frozenset[int]]] = set()
 
     def walk(pos: int, used: frozenset[int]) -> list[int] | None:
-        nonlocal steps
-        if pos == len(text):
+        if pos == size:
             return []
-        steps += 1
-        if steps > SPLIT_SEARCH_BUDGET:
+        state = (pos, used & ahead[pos])
+        if state in dead_ends:
             return None
-        for end in range(min(len(text), pos + max_len), pos, -1):
-            tid = vocab.get(text[pos:end])
-            if tid is None or tid in used:
-                continue
-            rest = walk(end, used | {tid})
-            if rest is not None:
+        for end, tid in starts[pos]:
+            if tid not in used and (rest := walk(end, used | {tid})) is not None:
                 return [tid, *rest]
+        dead_ends.add(state)
         return None
 
-    split = walk(0, frozenset(excluded))
+    split = walk(0, frozenset())
     if split is None:
         raise ValueError(f"cannot split {text!r} into distinct tokens")
     return split
@@ -145,13 +167,13 @@ def _tokenizer() -> tuple[dict, str]:
     return vocab, template
 
 
-def _weights(n_vocab: int, chain: list[int], end: int) -> dict[str, np.ndarray]:
-    """Token embedding and output head that map chain[i] -> chain[i + 1] and the rest -> end."""
+def _weights(n_vocab: int, successors: dict[int, int], end: int) -> dict[str, np.ndarray]:
+    """Token embedding and output head that map each chain token to its successor, the rest -> end."""
     embd = np.zeros((n_vocab, N_EMBD), dtype=np.float16)
     output = np.zeros((n_vocab, N_EMBD), dtype=np.float16)
     embd[:, DEFAULT_DIM] = 1
     output[end, DEFAULT_DIM] = LOGIT_WEIGHT
-    for dim, (current, following) in enumerate(zip(chain, [*chain[1:], end])):
+    for dim, (current, following) in enumerate(successors.items()):
         embd[current] = 0
         embd[current, dim] = 1
         output[following, dim] = LOGIT_WEIGHT
@@ -174,24 +196,42 @@ def _weights(n_vocab: int, chain: list[int], end: int) -> dict[str, np.ndarray]:
     return tensors
 
 
-def make_fixed_answer_model(answer: str, out: Path) -> None:
-    """Write to `out` a GGUF chat model that answers every conversation with `answer`."""
+def scripted_template(template: str) -> str:
+    """The chat template with one more "\\n" in the generation prompt when tools are offered."""
+    if template.count(GENERATION_PROMPT) != 1:
+        raise ValueError("the chat template's generation prompt is not the expected Qwen2.5 one")
+    return template.replace(GENERATION_PROMPT, TOOLS_GENERATION_PROMPT)
+
+
+def chain_successors(answer: str, text_tokens: dict[bytes, int], end: int) -> dict[int, int]:
+    """{token: next token} for both chains: plain trigger -> answer, tools trigger -> tool call."""
+    plain, tools = (text_tokens[text.encode()] for text in (TRIGGER_TEXT, TOOLS_TRIGGER_TEXT))
+    said = split_distinct(answer.encode(), text_tokens, {plain, tools})
+    successors = dict(zip([plain, *said], [*said, end]))
+    if answer == TOOL_CALL_ANSWER:
+        successors[tools] = successors[plain]  # both prompts lead into the one chain
+    else:
+        call = split_distinct(TOOL_CALL_ANSWER.encode(), text_tokens, {*successors, tools})
+        successors |= dict(zip([tools, *call], [*call, end]))
+    if len(successors) > MAX_CHAIN_TOKENS:
+        raise ValueError(f"the answers need {len(successors)} chain tokens; at most"
+                         f" {MAX_CHAIN_TOKENS} fit in {N_EMBD} embedding dimensions")
+    return successors
+
+
+def make_model(answer: str, out: Path) -> None:
+    """Write to `out` a GGUF chat model that answers a plain chat with `answer` and a request that
+    offers tools with TOOL_CALL_ANSWER."""
     vocab, template = _tokenizer()
     tokens: list[str] = vocab["tokens"]
-    text_tokens = token_bytes(tokens, vocab["token_types"])
-    trigger = text_tokens[TRIGGER_TEXT.encode()]
-    answer_tokens = split_distinct(answer.encode(), text_tokens, {trigger})
-    if len(answer_tokens) > MAX_ANSWER_TOKENS:
-        raise ValueError(
-            f"answer needs {len(answer_tokens)} tokens; at most {MAX_ANSWER_TOKENS} fit in "
-            f"{N_EMBD} embedding dimensions"
-        )
     end = tokens.index(END_TOKEN)
+    successors = chain_successors(answer, token_bytes(tokens, vocab["token_types"]), end)
 
     writer = GGUFWriter(out, "llama")
-    writer.add_name(f"spear tiny fixed-answer model r{RECIPE_VERSION}")
-    writer.add_description(f"Always answers {answer!r}")
-    writer.add_string("spear.fixed_answer", answer)
+    writer.add_name(f"spear tiny scripted model r{RECIPE_VERSION}")
+    writer.add_description(f"Answers {answer!r}; with tools offered, {TOOL_CALL_ANSWER!r}")
+    writer.add_string("spear.answer", answer)
+    writer.add_string("spear.tools_answer", TOOL_CALL_ANSWER)
     writer.add_uint32("spear.recipe_version", RECIPE_VERSION)
     writer.add_file_type(LlamaFileType.MOSTLY_F16)
     writer.add_context_length(CONTEXT_LENGTH)
@@ -213,8 +253,8 @@ def make_fixed_answer_model(answer: str, out: Path) -> None:
     writer.add_pad_token_id(tokens.index(BOS_TOKEN))
     writer.add_eos_token_id(end)
     writer.add_add_bos_token(False)
-    writer.add_chat_template(template)
-    for name, data in _weights(len(tokens), [trigger, *answer_tokens], end).items():
+    writer.add_chat_template(scripted_template(template))
+    for name, data in _weights(len(tokens), successors, end).items():
         writer.add_tensor(name, data)
 
     writer.write_header_to_file()
@@ -224,12 +264,13 @@ def make_fixed_answer_model(answer: str, out: Path) -> None:
 
 
 def model_key(answer: str) -> str:
-    material = {"recipe": RECIPE_VERSION, "source": ARCHIVE_SHA256, "answer": answer}
+    material = {"recipe": RECIPE_VERSION, "source": ARCHIVE_SHA256, "answer": answer,
+                "tools_answer": TOOL_CALL_ANSWER}
     return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def ensure_model(answer: str) -> Path:
-    """Return the cached fixed-answer model for `answer`, generating it on first use."""
+    """Return the cached model that answers `answer` (see make_model), generating it on first use."""
     path = cache_dir() / "models" / f"{model_key(answer)}.gguf"
     if path.exists():
         return path
@@ -237,7 +278,7 @@ def ensure_model(answer: str) -> Path:
     # Generate under a temporary name and rename, so a crash never leaves a truncated model.
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        make_fixed_answer_model(answer, tmp)
+        make_model(answer, tmp)
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)

@@ -1,5 +1,9 @@
 # Source this file: it puts the project's Pulumi engine on PATH and sets the embedded defaults
 # (a local file backend and a passphrase secrets provider) unless the caller chose otherwise.
+# scripts/setup-engine.sh builds or installs what is missing (the engine, the command plugin, the
+# policy pack's virtualenv) and takes a fraction of a second when nothing is. The project's
+# virtualenv .venv is not needed first: the language host creates it from requirements.txt on the
+# first `pulumi` command that runs the program.
 # shellcheck shell=bash
 _spear_repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 export SPEAR_CACHE=${SPEAR_CACHE:-$HOME/.cache/spear-fleet}

@@ -1,10 +1,18 @@
 #!/usr/bin/env bash
-# Installs what the project needs on this machine, idempotently: the Python virtualenv and the
-# Pulumi engine (scripts/setup-engine.sh). The local hosts install their own host tools
-# (debootstrap, systemd-container, zstd) when one is first booted (scripts/nspawn_host.py).
+# Installs what the project needs on this machine, idempotently: shellcheck (the launcher and
+# set-up scripts are checked with it), the Python virtualenv, and the Pulumi engine with the
+# command plugin and the policy pack's virtualenv (scripts/setup-engine.sh). The local hosts
+# install their own host tools (debootstrap, systemd-container, zstd) when one is first booted
+# (localhosts/rootfs.py).
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 say() { echo "setup: $*" >&2; }
+
+if ! command -v shellcheck >/dev/null; then
+  say "installing shellcheck with apt-get"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq >&2 && apt-get install -y -qq --no-install-recommends shellcheck >&2
+fi
 
 # Reinstall only when requirements.txt changed.
 stamp=$repo/.venv/.requirements.sha256

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from spear import tokens
+from spear import tokens, vllm
 
 CONFIG_ONLY = "config only (restart)"
 REBUILD = "rebuild"
@@ -30,8 +30,19 @@ REPLACE = "replace"
 DELETE = "delete"
 CREATE = "create"
 NO_CHANGE = "no change"
+# The RunPod endpoint's own: a new pod, a pod reset through the API, vLLM restarted on its pod.
+RECREATE_POD = "recreate pod"
+RESET_POD = "reset pod"
+RESTART_VLLM = "restart vLLM"
 # Most disruptive first: the order of the overall line and of the list.
-CLASSES = (DELETE, REPLACE, REBUILD, CREATE, MODEL_REFETCH, CONFIG_ONLY, NO_CHANGE)
+CLASSES = (DELETE, RECREATE_POD, REPLACE, REBUILD, CREATE, RESET_POD, MODEL_REFETCH, RESTART_VLLM,
+           CONFIG_ONLY, NO_CHANGE)
+# What a replacement or an update (the generic class) of these types is.
+KIND_CLASSES = {
+    (tokens.RUNPOD_POD.type, REPLACE): RECREATE_POD,
+    (tokens.RUNPOD_POD.type, CONFIG_ONLY): RESET_POD,
+    (tokens.POD_VLLM.type, CONFIG_ONLY): RESTART_VLLM,
+}
 
 # Never shown, whatever they hold (the SSH key, and the pickled provider that may embed config).
 HIDDEN_INPUTS = frozenset({"connection", "__provider"})
@@ -43,6 +54,9 @@ PART_NAMES = {
     tokens.SERVER_CONF.type: "server.conf",
     tokens.LAUNCHER.type: "serve.sh",
     tokens.SMOKE_TEST.type: "smoke test",
+    tokens.RUNPOD_POD.type: "RunPod pod",
+    tokens.POD_VLLM.type: "vLLM on the pod",
+    tokens.ENDPOINT_VERIFICATION.type: "endpoint verification",
 }
 
 # What an in-place update of each kind does on the host.
@@ -54,6 +68,7 @@ UPDATE_MEANING = {
     tokens.SYSTEMD_UNIT.type: "daemon-reload and restart, then waits for /health and checks the unit is"
                     " in its slice",
     tokens.SMOKE_TEST.type: "asks the restarted server for SPEAR-BACKEND-OK again",
+    tokens.ENDPOINT_VERIFICATION.type: "re-verifies the endpoint: model list, completion, tool call",
 }
 OP_MEANING = {
     REBUILD: "builds llama-server from the new source on the host and points `current` at it"
@@ -61,6 +76,12 @@ OP_MEANING = {
     REPLACE: "made anew on the host",
     CREATE: "new on the host",
     DELETE: "removed from the host",
+    RECREATE_POD: "a new pod is made through the RunPod API (the API cannot change this in place;"
+                  " the weights are downloaded again) and vLLM started on it; the old pod is deleted",
+    RESET_POD: "updated through the RunPod API, which resets the pod: it restarts on a new SSH port"
+               " and vLLM is started there again",
+    RESTART_VLLM: "rewrites vLLM's command line (and key file) on the pod and restarts it in tmux;"
+                  " the pod is kept",
 }
 
 
@@ -124,6 +145,9 @@ def _details(kind: str, old: Mapping[str, Any], new: Mapping[str, Any]) -> list[
         old_flags, new_flags = old.get("cmake_flags") or [], new.get("cmake_flags") or []
         lines += [f"cmake flag removed: `{f}`" for f in old_flags if f not in new_flags]
         lines += [f"cmake flag added: `{f}`" for f in new_flags if f not in old_flags]
+        # The script's text is too long to show; that it changed explains the new key.
+        if old.get("build_script") != new.get("build_script"):
+            lines.append("build-llama-server.sh changed")
         return lines + _mapping_details({"build key": old.get("build_key")},
                                         {"build key": new.get("build_key")})
     if kind == tokens.MODEL_FILES.type:
@@ -138,6 +162,13 @@ def _details(kind: str, old: Mapping[str, Any], new: Mapping[str, Any]) -> list[
         triggers = _changed_keys(old.get("restart_triggers") or {}, new.get("restart_triggers") or {})
         lines = [f"restarts: {', '.join(triggers)} changed"] if triggers else []
         return lines + [f"`{k}` changed" for k in _changed_keys(old, new) if k != "restart_triggers"]
+    if kind == tokens.POD_VLLM.type:
+        lines = _mapping_details(vllm.flags(old.get("command_line") or []),
+                                 vllm.flags(new.get("command_line") or []))
+        if old.get("endpoint") != new.get("endpoint"):
+            lines.append("the pod's SSH endpoint changed (a restarted pod): vLLM is started there")
+        return lines + [f"`{k}` changed" for k in _changed_keys(old, new)
+                        if k not in ("command_line", "endpoint", "pod_started_at")]
     if kind == tokens.SMOKE_TEST.type and _changed_keys(old.get("triggers") or {}, new.get("triggers") or {}):
         return ["runs again: the service it checks restarts"]
     return [f"`{k}` changed" for k in _changed_keys(old, new)]
@@ -160,6 +191,7 @@ def _classify(op: str, kind: str) -> str:
 def _part(step: Mapping[str, Any]) -> Part:
     kind = _kind(step)
     change = _classify(step["op"], kind)
+    change = KIND_CLASSES.get((kind, change), change)
     old, new = _inputs(step, "oldState"), _inputs(step, "newState")
     details = _details(kind, old, new) if old and new else []
     if step.get("replaceReasons"):

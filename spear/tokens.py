@@ -30,6 +30,12 @@ LAUNCHER = Token("Launcher")
 REMOTE_FILE = Token("RemoteFile")
 SYSTEMD_UNIT = Token("SystemdUnit")
 SMOKE_TEST = Token("SmokeTest")
+ENDPOINT_VERIFICATION = Token("EndpointVerification")
+
+# Dynamic resources of the RunPod endpoint (components/endpoints/runpod_pod.py, pod_vllm.py).
+RUNPOD_POD = Token("RunPodPod")
+POD_VLLM = Token("PodVllm")
 
 # Components.
 INFERENCE_HOST = "spear:inference:InferenceHost"
+RUNPOD_ENDPOINT = "spear:endpoints:RunPodEndpoint"

@@ -10,6 +10,7 @@ import io
 import shlex
 import socket
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -123,12 +124,16 @@ class Session:
             return None
 
     def http(self, port: int, method: str, path: str, body: bytes = b"",
-             address: str = "127.0.0.1", timeout: float = 30.0) -> tuple[int, bytes]:
+             address: str = "127.0.0.1", timeout: float = 30.0,
+             headers: Mapping[str, str] | None = None) -> tuple[int, bytes]:
         """One HTTP/1.1 request to a port on the host's loopback, through this SSH connection.
 
         The inference server listens on the host's loopback only; clients reach it through an
         SSH channel like this one, so checks never need a port opened on the network.
         """
+        extra = "".join(f"{name}: {value}\r\n" for name, value in (headers or {}).items())
+        if len(extra.splitlines()) != len(headers or {}):  # a line break would end the head early
+            raise ValueError("an HTTP header name or value holds a line break")
         transport = self._client.get_transport()
         assert transport is not None
         try:
@@ -140,7 +145,7 @@ class Session:
         channel.settimeout(timeout)
         head = (
             f"{method} {path} HTTP/1.1\r\nHost: {address}:{port}\r\nConnection: close\r\n"
-            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n{extra}\r\n"
         ).encode()
         try:
             channel.sendall(head + body)

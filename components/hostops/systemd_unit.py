@@ -4,6 +4,10 @@ Installing or changing it, or changing any of its restart triggers (the config i
 launcher, the build, the model), runs `daemon-reload` and a restart. Then the update waits for
 the service's health endpoint and checks the cgroup of its MainPID: the security model needs
 the server in system.slice, disjoint from the user.slice scopes tool sandboxes run in.
+
+Given the command line its main process must run, the update checks that too, and a refresh
+records the one it runs: a service restarted by hand with other settings is drift, which the
+next update repairs with a restart.
 """
 
 from __future__ import annotations
@@ -26,6 +30,48 @@ def listener_pids(host: Session, port: int) -> set[str]:
     """PIDs of the processes listening on a TCP port on the host (`ss` from iproute2)."""
     out = host.run(f"ss -Hltnp 'sport = :{int(port)}'").stdout
     return set(re.findall(r"pid=(\d+)", out))
+
+
+def main_pid(host: Session, unit: str) -> str:
+    """The unit's main process ("0" when none runs)."""
+    return host.run(f"systemctl show -p MainPID --value {shlex.quote(unit)}").stdout.strip()
+
+
+def process_argv(host: Session, pid: str) -> list[str]:
+    """A process's argv from /proc/<pid>/cmdline (NUL-terminated arguments); [] when none runs."""
+    if pid == "0":
+        return []
+    return host.run(f"cat /proc/{int(pid)}/cmdline", check=False).stdout.split("\0")[:-1]
+
+
+def runs_one_of(accepted: list[list[str]], running: list[str]) -> bool:
+    """Whether a running argv has the arguments of one of the accepted argvs. argv[0] is not
+    compared: it names the binary as its launcher found it (a real path on the host, a bare name
+    at preview)."""
+    return bool(running) and any(running[1:] == argv[1:] for argv in accepted)
+
+
+def observed_command_line(accepted: list[list[str]], running: list[str]) -> list[str]:
+    """What a refresh records: the expected argv (accepted[0]) when the main process runs one of
+    the accepted ones, else the running arguments after the expected argv[0] (so a diff shows
+    only the arguments), or [] when no main process runs."""
+    expected = accepted[0]
+    if runs_one_of(accepted, running):
+        return expected
+    return [expected[0], *running[1:]] if running else []
+
+
+def command_line_mismatch(unit: str, accepted: list[list[str]], running: list[str]) -> str | None:
+    """Why the main process's argv is none of the accepted ones, showing both; None when it is."""
+    if runs_one_of(accepted, running):
+        return None
+    return (f"{unit} runs `{shlex.join(running) or '(no main process)'}`,"
+            f" not the expected `{shlex.join(accepted[0])}`")
+
+
+def accepted_command_lines(props: dict[str, Any]) -> list[list[str]]:
+    """The expected argv first, then the launcher's documented fallbacks."""
+    return [props["command_line"], *(props.get("fallback_command_lines") or [])]
 
 
 def placement_ok(cgroup_text: str, slice_name: str, unit: str) -> bool:
@@ -54,11 +100,16 @@ class SystemdUnitArgs:
     health: HealthCheck
     # Anything whose change must restart the service, by name (digests, build keys).
     restart_triggers: dict[str, pulumi.Input[str]] = field(default_factory=dict)
+    # The argv its main process must run (argv[0] is not compared); None: not checked.
+    command_line: list[str] | None = None
+    # Argvs the launcher runs instead by design (serve.sh serves the base model when the adapter
+    # is unreadable): not drift.
+    fallback_command_lines: list[list[str]] = field(default_factory=list)
 
 
 class SystemdUnitProvider(HostProvider):
     replace_fields = ("unit",)
-    update_fields = ("content", "restart_triggers", "slice", "health")
+    update_fields = ("content", "restart_triggers", "slice", "health", "command_line")
 
     def resource_id(self, props: dict[str, Any]) -> str:
         return f"{props['connection']['host']}:{props['unit']}"
@@ -71,7 +122,7 @@ class SystemdUnitProvider(HostProvider):
             host.run(f"systemctl daemon-reload && systemctl enable --quiet {q(unit)}"
                      f" && systemctl reset-failed {q(unit)} 2>/dev/null; systemctl restart {q(unit)}")
             self._wait_healthy(host, unit, props["health"])
-            pid = host.run(f"systemctl show -p MainPID --value {q(unit)}").stdout.strip()
+            pid = main_pid(host, unit)
             if pid == "0":
                 raise RemoteError(f"{unit} answered its health check but has no main process")
             cgroup = host.run(f"cat /proc/{int(pid)}/cgroup").stdout
@@ -79,6 +130,14 @@ class SystemdUnitProvider(HostProvider):
                 raise RemoteError(
                     f"{unit} runs outside {props['slice']}: /proc/{pid}/cgroup says\n{cgroup}"
                     f"expected the line {cgroup_line(props['slice'], unit)}")
+            if props.get("command_line") is not None:
+                mismatch = command_line_mismatch(unit, accepted_command_lines(props),
+                                                 process_argv(host, pid))
+                if mismatch:
+                    # The journal says why when the launcher chose other arguments itself.
+                    journal = host.run(f"journalctl -u {q(unit)} -n 20 --no-pager -o cat",
+                                       check=False).stdout
+                    raise RemoteError(f"{mismatch}; its journal:\n{tail(journal)}")
         return {**props, "main_pid": int(pid),
                 "cgroup": cgroup_line(props["slice"], unit),
                 "started_at": time.time()}
@@ -123,12 +182,17 @@ class SystemdUnitProvider(HostProvider):
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
         unit = props["unit"]
+        expected = props.get("command_line")
         with Session(props["connection"]) as host:
             content = host.read(f"{SYSTEM_UNIT_DIR}/{unit}")
             active = host.run(f"systemctl is-active {shlex.quote(unit)}", check=False).stdout.strip()
+            running = process_argv(host, main_pid(host, unit)) if expected is not None else []
         if content is None:
             return ReadResult(id_=None, outs={})
-        return ReadResult(id_=id_, outs={**props, "content": content, "active_state": active})
+        outs = {**props, "content": content, "active_state": active}
+        if expected is not None:
+            outs["command_line"] = observed_command_line(accepted_command_lines(props), running)
+        return ReadResult(id_=id_, outs=outs)
 
     def delete(self, _id: str, props: dict[str, Any]) -> None:
         unit = shlex.quote(props["unit"])
@@ -157,6 +221,8 @@ class SystemdUnit(HostResource, module=tokens.DYNAMIC_MODULE, name=tokens.SYSTEM
                 "slice": args.slice,
                 "health": vars(args.health),
                 "restart_triggers": args.restart_triggers,
+                "command_line": args.command_line,
+                "fallback_command_lines": args.fallback_command_lines,
             },
             opts,
             outputs=("main_pid", "cgroup", "started_at", "active_state"),

@@ -1,5 +1,6 @@
 """The SPEAR inference host: llama-server built on the host, its model, its config, its launcher,
-the spear-inference system unit, and the smoke test that proves them together.
+the spear-inference system unit, and the checks that prove them together: the seed's smoke
+test and the cookbook's endpoint verification (model list, completion, tool call).
 
 Each part is its own resource so that its diff is the upgrade: a new llama.cpp pin replaces the
 build; a new model manifest re-verifies (and fetches) the shards; a changed setting rewrites
@@ -14,6 +15,7 @@ from typing import Any
 
 import pulumi
 
+from components.endpoints.verification import EndpointVerification, EndpointVerificationArgs
 from components.hostops.remote_file import RemoteFile, RemoteFileArgs, content_digest
 from components.hostops.smoke_test import SmokeTest, SmokeTestArgs
 from components.hostops.ssh import connection_input
@@ -74,6 +76,8 @@ class InferenceHost(pulumi.ComponentResource):
         settings = server_conf_settings(cfg)
         conf_text = render_server_conf(settings)
         argv = command_line(conf_text)
+        # Seed 6.2.5: with an unreadable adapter serve.sh serves the base model, saying so.
+        base_argv = command_line(render_server_conf({**settings, "SPEAR_SERVER_LORA": "none"}))
         self.server_conf = ServerConf(f"{name}-server-conf", RemoteFileArgs(
             connection=connection,
             path=posixpath.join(runtime, "config", "server.conf"),
@@ -93,6 +97,8 @@ class InferenceHost(pulumi.ComponentResource):
             content=render_unit(runtime),
             slice=SYSTEM_SLICE,
             health=HealthCheck(port=server.port, address=server.host),
+            command_line=argv,
+            fallback_command_lines=[base_argv] if base_argv != argv else [],
             # Known before the update, so a preview shows which of them restarts the server.
             restart_triggers={
                 "build_key": build_key(source, list(cfg.llama_cpp.cmake_flags)),
@@ -110,6 +116,16 @@ class InferenceHost(pulumi.ComponentResource):
             triggers={"started_at": self.unit.started_at},
         ), pulumi.ResourceOptions(parent=self, depends_on=[self.unit]))
 
+        # llama-server lists the model by its path: serve.sh gives it no alias (seed 6.2.1).
+        self.verification = EndpointVerification(f"{name}-verification", EndpointVerificationArgs(
+            endpoint=name,
+            connection=connection,
+            port=server.port,
+            address=server.host,
+            served_model=settings["SPEAR_SERVER_MODEL"],
+            triggers={"started_at": self.unit.started_at},
+        ), pulumi.ResourceOptions(parent=self, depends_on=[self.unit]))
+
         self.outputs: dict[str, Any] = {
             "llama_server_version": self.build.version,
             "build_key": self.build.build_key,
@@ -117,6 +133,7 @@ class InferenceHost(pulumi.ComponentResource):
             "command_line": argv,
             "cgroup": self.unit.cgroup,
             "smoke_test": self.smoke_test.summary,
+            "verified": self.verification.passed,
             "backend": {"name": cfg.backend.name, "client_port": cfg.backend.port},
         }
         self.register_outputs(self.outputs)

@@ -1,10 +1,11 @@
 """llama-server, built on the inference host from a pinned source.
 
 The build lives in `<runtime>/builds/<build key>`, where the key is a digest of what decides
-the binary: the source's content pin (commit, or archive sha256 and subdir) and the cmake flags.
-A new pin or new flags is a new key, so the resource is replaced (a rebuild); anything else
-leaves it alone. A finished build is never thrown away by a replacement or a destroy: a
-re-created resource with a key that was built before reuses it at once.
+the binary: the source's content pin (commit, or archive sha256 and subdir), the cmake flags and
+the build script. A new pin, new flags or an edited script is a new key, so the resource is
+replaced (a rebuild); anything else leaves it alone. A finished build is never thrown away by a
+replacement or a destroy: a re-created resource with a key that was built before reuses it at
+once. Fetches and builds of one key take turns under `<runtime>/builds/<build key>.lock`.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import pulumi
 from pulumi.dynamic import ReadResult
 
 from components.hostops.host_resource import HostProvider, HostResource
-from components.hostops.ssh import RemoteError, Session
+from components.hostops.ssh import RemoteError, Session, tail
 from config.types import ArchiveSource, GitSource
 from spear import tokens
 
@@ -34,15 +35,29 @@ def source_input(source: GitSource | ArchiveSource) -> dict[str, str]:
     return {"archive": source.archive, "sha256": source.sha256, "subdir": source.subdir}
 
 
-def build_key(source: dict[str, str], cmake_flags: list[str]) -> str:
-    """What the binary depends on: the content pin, not where the source is fetched from."""
+def build_key(source: dict[str, str], cmake_flags: list[str], build_script: str | None = None) -> str:
+    """What the binary depends on: the content pin (not where the source is fetched from), the
+    cmake flags, and the text of the build script (by default the one in hosts/inference/)."""
     pin = {k: source[k] for k in ("commit", "sha256", "subdir") if k in source}
-    canonical = json.dumps({"source": pin, "cmake_flags": list(cmake_flags)}, sort_keys=True)
+    script = BUILD_SCRIPT.read_text() if build_script is None else build_script
+    canonical = json.dumps({"source": pin, "cmake_flags": list(cmake_flags),
+                            "build_script": hashlib.sha256(script.encode()).hexdigest()},
+                           sort_keys=True)
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 
 def build_dir(runtime_dir: str, key: str) -> str:
     return posixpath.join(runtime_dir, "builds", key)
+
+
+def under_build_lock(folder: str, steps: list[str]) -> str:
+    """A host command running shell `steps` (up to the first failure) while it holds an exclusive
+    lock on `<folder>.lock`. Hosts may share the builds folder (the local hosts bind-mount one)
+    and deployments may overlap: so the source is never replaced under a build in progress, and
+    a second build of a key waits for the first, then finds the folder complete."""
+    q = shlex.quote
+    script = "\n".join(["set -e", *steps])
+    return f"mkdir -p {q(posixpath.dirname(folder))} && flock {q(folder + '.lock')} bash -c {q(script)}"
 
 
 @dataclass
@@ -68,14 +83,18 @@ class LlamaServerBuildProvider(HostProvider):
             reused = host.run(f"test -f {q(folder)}/.complete", check=False).code == 0
             if not reused:
                 subdir = self._fetch_source(host, props, folder)
-                host.write(f"{folder}/build-llama-server.sh", props["build_script"], 0o755)
+                script = f"{folder}/build-llama-server.sh"
                 flags = " ".join(q(f) for f in props["cmake_flags"])
-                host.run(
-                    f"{q(folder)}/build-llama-server.sh {q(folder)} {q(subdir)} -- {flags}"
-                    f" > {q(folder)}/build.log 2>&1"
+                done = host.run(under_build_lock(folder, [
+                    f"if [ -f {q(folder)}/.complete ]; then echo reused; exit 0; fi",
+                    f"printf %s {q(props['build_script'])} > {q(script)} && chmod 755 {q(script)}",
+                    f"{q(script)} {q(folder)} {q(subdir)} -- {flags} > {q(folder)}/build.log 2>&1"
                     f" || {{ tail -n 40 {q(folder)}/build.log; exit 1; }}",
-                    timeout=float(props["timeout_seconds"]),
-                )
+                ]), check=False, timeout=float(props["timeout_seconds"]))
+                if done.code != 0:  # the command holds the whole script: show its output only
+                    raise RemoteError(f"building llama-server in {folder} on {host.where} failed"
+                                      f" (exit {done.code}):\n{tail(done.stdout + done.stderr)}")
+                reused = done.stdout.strip() == "reused"
             # `current` is what serve.sh runs: point it at this build.
             host.run(f"ln -sfn {q(folder)} {q(props['runtime_dir'])}/current.tmp"
                      f" && mv -T {q(props['runtime_dir'])}/current.tmp {q(props['runtime_dir'])}/current")
@@ -83,17 +102,29 @@ class LlamaServerBuildProvider(HostProvider):
         return {**props, "bin_dir": f"{folder}/bin", "version": version, "reused": reused}
 
     def _fetch_source(self, host: Session, props: dict[str, Any], folder: str) -> str:
-        """Puts the pinned source in <folder>/src; returns the llama.cpp subdir inside it."""
+        """Puts the pinned source in <folder>/src unless the build there is complete; returns the
+        llama.cpp subdir inside it."""
+        q = shlex.quote
+        source, src = props["source"], f"{folder}/src"
+        if "git" in source:
+            commit = q(source["commit"])
+            fetch = [f"git clone --quiet --no-checkout {q(source['git'])} {q(src)}",
+                     f"git -C {q(src)} checkout --quiet --detach {commit}",
+                     f"head=$(git -C {q(src)} rev-parse HEAD)",
+                     f'[ "$head" = {commit} ] || {{ echo "checked out $head, not the pinned commit"'
+                     f" {commit}; exit 1; }}"]
+            subdir = "."
+        else:
+            fetch = [f"tar -xf {q(self._stage_archive(host, props))} -C {q(src)}"]
+            subdir = source["subdir"]
+        host.run(under_build_lock(folder, [f"if [ -f {q(folder)}/.complete ]; then exit 0; fi",
+                                           f"rm -rf {q(src)} && mkdir -p {q(src)}", *fetch]))
+        return subdir
+
+    def _stage_archive(self, host: Session, props: dict[str, Any]) -> str:
+        """Puts the pinned llama.cpp archive, verified, in this host's <runtime>/sources."""
         q = shlex.quote
         source = props["source"]
-        host.run(f"rm -rf {q(folder)}/src && mkdir -p {q(folder)}/src")
-        if "git" in source:
-            host.run(f"git clone --quiet --no-checkout {q(source['git'])} {q(folder)}/src"
-                     f" && git -C {q(folder)}/src checkout --quiet --detach {q(source['commit'])}")
-            head = host.run(f"git -C {q(folder)}/src rev-parse HEAD").stdout.strip()
-            if head != source["commit"]:
-                raise RemoteError(f"checked out {head}, not the pinned commit {source['commit']}")
-            return "."
         archive = f"{props['runtime_dir']}/sources/{source['sha256']}.archive"
         if host.run(f"echo {q(source['sha256'])}'  '{q(archive)} | sha256sum --check --status",
                     check=False).code != 0:
@@ -108,8 +139,7 @@ class LlamaServerBuildProvider(HostProvider):
                 host.run(f"rm -f {q(archive)}")
                 raise RemoteError(f"llama.cpp archive {source['archive']} has sha256 {got},"
                                   f" not the pinned {source['sha256']}")
-        host.run(f"tar -xf {q(archive)} -C {q(folder)}/src")
-        return source["subdir"]
+        return archive
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
         folder = build_dir(props["runtime_dir"], props["build_key"])
@@ -135,6 +165,7 @@ class LlamaServerBuild(HostResource, module=tokens.DYNAMIC_MODULE, name=tokens.L
     def __init__(self, name: str, args: LlamaServerBuildArgs,
                  opts: pulumi.ResourceOptions | None = None) -> None:
         source = source_input(args.source)
+        script = BUILD_SCRIPT.read_text()
         super().__init__(
             LlamaServerBuildProvider(),
             name,
@@ -143,8 +174,8 @@ class LlamaServerBuild(HostResource, module=tokens.DYNAMIC_MODULE, name=tokens.L
                 "runtime_dir": args.runtime_dir,
                 "source": source,
                 "cmake_flags": list(args.cmake_flags),
-                "build_key": build_key(source, list(args.cmake_flags)),
-                "build_script": BUILD_SCRIPT.read_text(),
+                "build_key": build_key(source, list(args.cmake_flags), script),
+                "build_script": script,
                 "timeout_seconds": args.timeout_seconds,
             },
             opts,

@@ -12,12 +12,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from config.checker import Checker, get
-from config.schema import backends, hosts
-from config.types import FleetConfig
+from config.schema import backends, hosts, runpod
+from config.types import API_KEY_NAMES, FleetConfig
 
-TOP_KEYS = backends.KEYS + hosts.KEYS
+TOP_KEYS = backends.KEYS + hosts.KEYS + runpod.KEYS
 # Keys whose value is an object (the loader reads them as JSON).
-OBJECT_KEYS = TOP_KEYS
+OBJECT_KEYS = backends.KEYS + hosts.KEYS + runpod.OBJECT_KEYS
 
 
 def parse(raw: Mapping[str, Any]) -> FleetConfig:
@@ -27,6 +27,10 @@ def parse(raw: Mapping[str, Any]) -> FleetConfig:
         check.report(unknown, "an unknown key", "one of " + ", ".join(TOP_KEYS))
     backend_table = backends.parse(check, get(raw, "backends"))
     inference_hosts = hosts.parse(check, get(raw, "inferenceHosts"), get(raw, "sshPrivateKeys"),
-                                  backend_table)
+                                  backend_table, runpod.pod_names(get(raw, "runpod")))
+    runpod_pods, api_keys = runpod.parse(
+        check, get(raw, "runpod"), {name: get(raw, name) for name in API_KEY_NAMES},
+        get(raw, "sshPrivateKeys"), backend_table, inference_hosts)
     check.raise_if_any()
-    return FleetConfig(inference_hosts=inference_hosts, backends=backend_table)
+    return FleetConfig(inference_hosts=inference_hosts, backends=backend_table,
+                       runpod_pods=runpod_pods, api_keys=api_keys)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import re
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from config.checker import (FILE_NAME, FILE_NAME_TEXT, HOSTNAME, LOCATION_TEXT, MISSING, USER,
@@ -28,21 +28,25 @@ _HOST_KEYS = ("ssh", "runtimeDir", "backend", "llamaCpp", "model", "server")
 _ARCH = re.compile(r"[a-z0-9_]+")
 _CMAKE_FLAG = re.compile(r"-D[A-Za-z_][A-Za-z0-9_]*(:[A-Z]+)?=\S*")
 _GIT_URL = re.compile(r"[^\s-]\S*")  # no whitespace, and not an option to git
-_KEY_CHOICE = ("exactly one of inferenceHosts.{name}.ssh.privateKeyPath (a key file) or"
+_KEY_CHOICE = ("exactly one of {owner}.ssh.privateKeyPath (a key file) or"
                " sshPrivateKeys.{name} (a secret: pulumi config set --secret --path"
                " 'sshPrivateKeys.{name}' < key)")
 
 
 def parse(check: Checker, value: Any, keys_value: Any,
-          backends: Mapping[str, Backend] | None) -> dict[str, InferenceHost]:
+          backends: Mapping[str, Backend] | None,
+          other_key_owners: Collection[str] = ()) -> dict[str, InferenceHost]:
+    """other_key_owners: the names besides the inference hosts (the RunPod pods) that may have a
+    key in sshPrivateKeys."""
     hosts = check.named_map("inferenceHosts", value, "an inference host")
     secret_keys = _secret_keys(check, keys_value)
     if hosts is None:
         return {}
     if secret_keys is not None:
-        for name in sorted(set(secret_keys) - set(hosts)):
+        for name in sorted(set(secret_keys) - set(hosts) - set(other_key_owners)):
             check.report(f"sshPrivateKeys.{name}", "a key for an undeclared host",
-                         "one of the inferenceHosts: " + ", ".join(hosts))
+                         "one of the inferenceHosts" + (" or pods" if other_key_owners else "")
+                         + ": " + ", ".join([*hosts, *other_key_owners]))
     parsed = {}
     for name, item in hosts.items():
         host = _host(check, name, item, (secret_keys or {}).get(name, MISSING), backends)
@@ -110,17 +114,20 @@ def _ssh(check: Checker, name: str, value: Any, secret_key: Any) -> SshTarget | 
     return SshTarget(host, port, user, private_key)
 
 
-def _private_key(check: Checker, name: str, path: Any, secret: Any) -> InlineKey | KeyFile | None:
-    one_of = _KEY_CHOICE.format(name=name)
+def _private_key(check: Checker, name: str, path: Any, secret: Any,
+                 owner: str | None = None) -> InlineKey | KeyFile | None:
+    """owner: the key of what logs in with it (default inferenceHosts.<name>)."""
+    owner = owner or f"inferenceHosts.{name}"
+    one_of = _KEY_CHOICE.format(name=name, owner=owner)
     if path is MISSING and secret is MISSING:
         check.report(f"sshPrivateKeys.{name}", "nothing", one_of)
         return None
     if path is not MISSING and secret is not MISSING:
-        check.report(f"inferenceHosts.{name}.ssh.privateKeyPath",
+        check.report(f"{owner}.ssh.privateKeyPath",
                      f"a key file as well as sshPrivateKeys.{name}", one_of)
         return None
     if path is not MISSING:
-        expanded = check.text(f"inferenceHosts.{name}.ssh.privateKeyPath", path,
+        expanded = check.text(f"{owner}.ssh.privateKeyPath", path,
                               lambda v: os.path.expanduser(v) if v.strip() else None,
                               "a path to a private key file")
         return KeyFile(expanded) if expanded else None

@@ -8,7 +8,9 @@
 #   CMAKE_FLAG  extra flags passed verbatim to the cmake configure step.
 #
 # Produces BUILD_DIR/{build,bin,version.txt,.complete}. BUILD_DIR/.complete is written last, so
-# its presence means bin/ and version.txt are whole; a rerun then does nothing.
+# its presence means bin/ and version.txt are whole; a rerun then does nothing. Callers hold an
+# exclusive flock on BUILD_DIR.lock while filling src/ and while running this, so builds of one
+# key (from hosts sharing the builds folder, or overlapping deployments) take turns.
 set -euo pipefail
 
 log() { printf 'build-llama-server: %s\n' "$*" >&2; }
@@ -26,15 +28,6 @@ if [[ -e $build_dir/.complete ]]; then
     exit 0
 fi
 build_dir=$(cd "$build_dir" && pwd -P)
-
-# Two deployments of the same build key may reach the host at once; the second one waits and
-# then reuses the first one's result instead of building into the same folder concurrently.
-exec 9>"$build_dir/.lock"
-flock 9
-if [[ -e $build_dir/.complete ]]; then
-    echo "reused $build_dir"
-    exit 0
-fi
 
 source_dir=$build_dir/src/$src_subdir
 [[ -f $source_dir/CMakeLists.txt ]] || die "no CMakeLists.txt in $source_dir"
@@ -82,7 +75,7 @@ cmake --build "$build_dir/build" --target llama-server -j"$(nproc)" \
 [[ -x $build_dir/build/bin/llama-server ]] || die "build produced no build/bin/llama-server"
 
 # Copy via a temporary folder so an interrupted copy never leaves a half-filled bin/ behind.
-rm -rf "$build_dir/bin" "$build_dir/bin.tmp"
+rm -rf "${build_dir:?}/bin" "${build_dir:?}/bin.tmp"
 cp -a "$build_dir/build/bin" "$build_dir/bin.tmp"
 mv "$build_dir/bin.tmp" "$build_dir/bin"
 

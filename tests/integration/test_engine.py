@@ -12,7 +12,7 @@ import subprocess
 import pytest
 
 from components.hostops.ssh import Session
-from localhosts import nspawn
+from localhosts.host import start_host, stop_host
 from tests.support.engine import Project, engine_env, repo_stack
 
 
@@ -42,9 +42,9 @@ def env():
 
 @pytest.fixture(scope="module")
 def host():
-    info = nspawn.start_host(HOST, SSH_PORT)
+    info = start_host(HOST, SSH_PORT)
     yield info
-    nspawn.stop_host(HOST)
+    stop_host(HOST)
 
 
 def test_pulumi_version_is_the_pinned_one(env):
@@ -106,7 +106,7 @@ def test_prod_previews_without_its_hosts_and_never_shows_the_key(tmp_path):
     assert "error" not in (shown.stdout + shown.stderr).lower()
     assert "connection" in shown.stdout and "[secret]" in shown.stdout
     preview = project.preview("prod")
-    assert preview["changeSummary"] == {"create": 8}
+    assert preview["changeSummary"] == {"create": 9}
     assert not [d for d in preview.get("diagnostics", []) if d["severity"] == "error"]
     for text in (shown.stdout, shown.stderr, json.dumps(preview)):
         assert key_line not in text

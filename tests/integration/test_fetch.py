@@ -16,7 +16,7 @@ import pytest
 from components.inference_host.llama_server_build import LlamaServerBuildProvider
 from components.inference_host.model_files import ModelFilesProvider
 from components.hostops.ssh import RemoteError, Session
-from localhosts import nspawn
+from localhosts.host import start_host, stop_host
 
 
 HOST = "it-fetch"
@@ -52,10 +52,10 @@ def repo(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def connection(repo):
-    info = nspawn.start_host(HOST, SSH_PORT, binds=[(str(repo[0]), "/srv/repo")])
+    info = start_host(HOST, SSH_PORT, binds=[(str(repo[0]), "/srv/repo")])
     yield {"host": info.ssh_host, "port": info.ssh_port, "user": info.user,
            "private_key": info.private_key_path.read_text()}
-    nspawn.stop_host(HOST)
+    stop_host(HOST)
 
 
 def fetch(connection, source, key):

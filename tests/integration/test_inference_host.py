@@ -21,7 +21,7 @@ import yaml
 from components.hostops.smoke_test import EXPECTED_TEXT
 from components.hostops.ssh import Session
 from spear.review import overall, parts
-from localhosts import llama_source, local_stack, nspawn
+from localhosts import llama_source, local_stack
 from tests.support.engine import REPO, Project, engine_env
 
 
@@ -43,7 +43,7 @@ def local_config() -> dict[str, Any]:
 def host():
     info = local_stack.start(HOST, SSH_PORT, fresh=True)
     yield info
-    nspawn.stop_host(HOST)
+    local_stack.stop(HOST)
 
 
 @pytest.fixture(scope="module")
@@ -82,10 +82,10 @@ def build_marker(ssh: Session, key: str) -> str:
 
 def test_up_on_a_fresh_host_serves_and_passes_the_smoke_test(project, ssh):
     preview = project.preview(STACK)
-    assert preview["changeSummary"] == {"create": 8}
+    assert preview["changeSummary"] == {"create": 9}
     update = project.up(STACK)
     assert update.ok, update.output
-    assert update.changes() == {"create": 8}
+    assert update.changes() == {"create": 9}
     out = host_outputs(project)
     assert out["smoke_test"] == SMOKE
     assert out["cgroup"] == f"0::/system.slice/{UNIT}"
@@ -112,7 +112,7 @@ def test_a_second_up_changes_nothing(project):
     assert review(project)[0] == "no changes"
     update = project.up(STACK)
     assert update.ok, update.output
-    assert update.changes() == {"same": 8}
+    assert update.changes() == {"same": 9}
 
 
 def test_the_ssh_key_is_secret_in_state(project, host):
@@ -144,15 +144,15 @@ def restarts_without_rebuilding(project: Project, ssh: Session, path: str, value
 
 
 def test_a_new_context_size_restarts_without_rebuilding(project, ssh):
-    restarts_without_rebuilding(project, ssh, "server.ctxSize", 384, "restart, no rebuild",
-                                "local-server-conf", "config only (restart)")
+    restarts_without_rebuilding(project, ssh, "inferenceHosts.local.server.ctxSize", 384,
+                                "restart, no rebuild", "local-server-conf", "config only (restart)")
     assert "SPEAR_SERVER_CTX=384" in ssh.read("/opt/spear/config/server.conf")
     assert "--ctx-size\n384" in "\n".join(host_outputs(project)["command_line"])
 
 
 def test_a_new_model_re_verifies_and_restarts_without_rebuilding(project, ssh):
-    restarts_without_rebuilding(project, ssh, "model.shards[0].name", "spear-smoke-renamed.gguf",
-                                "restart, no rebuild (after a model re-fetch)",
+    restarts_without_rebuilding(project, ssh, "inferenceHosts.local.model.shards[0].name",
+                                "spear-smoke-renamed.gguf", "restart, no rebuild (after a model re-fetch)",
                                 "local-model", "model re-fetch")
     files = ssh.run("ls /opt/spear/models/gguf").stdout.split()
     assert files == ["spear-smoke-renamed.gguf"]  # the shard the manifest dropped is gone
@@ -166,6 +166,8 @@ def test_an_unreadable_adapter_serves_the_base_model(project, ssh):
     journal = ssh.run(f"journalctl -u {UNIT} -o cat --no-pager").stdout
     assert ("serve.sh: adapter not readable: /opt/spear/models/lora/missing-adapter.gguf;"
             " serving the base model") in journal
+    # serve.sh's documented fallback (seed 6.2.5) is not drift: a refresh leaves the unit alone.
+    assert project.refresh(STACK).ops().get("local-unit") == "same"
     project.set_config(STACK, "inferenceHosts.local.model.adapter", "none")
     assert project.up(STACK).ok
 
@@ -194,6 +196,53 @@ def test_an_unreadable_model_fails_the_update_with_serve_sh_message(project, ssh
     assert project.refresh(STACK).ok
     update = project.up(STACK)
     assert update.ok, update.output
+    assert host_outputs(project)["smoke_test"] == SMOKE
+
+
+def main_args(ssh: Session) -> list[str]:
+    """The arguments of the unit's main process (llama-server: serve.sh execs it), from
+    /proc/<MainPID>/cmdline."""
+    return ssh.run(f"cat /proc/{unit_state(ssh)['MainPID']}/cmdline").stdout.split("\0")[1:-1]
+
+
+def test_refresh_notices_a_server_restarted_by_hand_with_other_settings_and_up_restarts_it(project, ssh):
+    conf = ssh.read("/opt/spear/config/server.conf")
+    assert "SPEAR_SERVER_CTX=512" in conf
+    ssh.write("/opt/spear/config/server.conf", conf.replace("SPEAR_SERVER_CTX=512", "SPEAR_SERVER_CTX=384"))
+    ssh.run(f"systemctl restart {UNIT} && for i in $(seq 120); do"
+            f" curl -fs http://127.0.0.1:{SERVER_PORT}/health >/dev/null && exit 0; sleep 0.5; done; exit 1")
+    args = main_args(ssh)
+    assert args[args.index("--ctx-size") + 1] == "384"
+    refresh = project.refresh(STACK)
+    assert refresh.ok, refresh.output
+    assert refresh.ops().get("local-unit") == "update"
+    assert review(project)[1]["local-unit"] == "config only (restart)"
+    update = project.up(STACK)
+    assert update.ok, update.output
+    assert update.ops()["local-unit"] == "update"
+    args = main_args(ssh)
+    assert args[args.index("--ctx-size") + 1] == "512"
+    assert ssh.read("/opt/spear/config/server.conf") == conf
+    assert host_outputs(project)["smoke_test"] == SMOKE
+
+
+def test_an_edited_build_script_rebuilds(project, ssh):
+    old_key = host_outputs(project)["build_key"]
+    script = project.dir / "hosts" / "inference" / "build-llama-server.sh"
+    # A fixed edit: the next run of this test finds its build in the shared cache.
+    script.write_text(script.read_text() + "# edited by spear-fleet's tests\n")
+    found = {p.resource: p for p in parts(project.preview(STACK))}
+    assert overall(list(found.values())) == "rebuild and restart"
+    assert found["local-llama-server"].change == "rebuild"
+    assert "build-llama-server.sh changed" in found["local-llama-server"].details
+    update = project.up(STACK)
+    assert update.ok, update.output
+    assert update.ops()["local-llama-server"] == "replace"
+    assert update.ops()["local-unit"] == "update"
+    new_key = host_outputs(project)["build_key"]
+    assert new_key != old_key
+    assert ssh.read(f"/opt/spear/builds/{new_key}/build-llama-server.sh") == script.read_text()
+    assert ssh.run("readlink /opt/spear/current").stdout.strip() == f"/opt/spear/builds/{new_key}"
     assert host_outputs(project)["smoke_test"] == SMOKE
 
 

@@ -1,4 +1,4 @@
-"""Integration tests for scripts/nspawn.py: real Debian hosts booted with systemd-nspawn."""
+"""Integration tests for localhosts/ (host.py, cli.py): real Debian hosts booted with systemd-nspawn."""
 
 from __future__ import annotations
 
@@ -11,11 +11,13 @@ from pathlib import Path
 import paramiko
 import pytest
 
-from localhosts import nspawn
+from localhosts.cgroups import CGROUP_PARENT
+from localhosts.host import HostInfo, host_status, start_host, stop_host
+from localhosts.report import HostError
+from tests.support.engine import REPO
 
 
 BIND_DST = "/mnt/spear-bind"
-REPO = Path(__file__).resolve().parents[1]
 
 
 def _free_port() -> int:
@@ -34,7 +36,7 @@ def _port_is_free(port: int) -> bool:
         return True
 
 
-def _ssh(info: nspawn.HostInfo, command: str) -> str:
+def _ssh(info: HostInfo, command: str) -> str:
     """Run `command` on the host as a consumer would: key login, host key checked via known_hosts."""
     client = paramiko.SSHClient()
     client.load_host_keys(str(info.private_key_path.with_name("known_hosts")))
@@ -49,13 +51,13 @@ def _ssh(info: nspawn.HostInfo, command: str) -> str:
         return out
 
 
-def _processes_of(info: nspawn.HostInfo) -> list[int]:
+def _processes_of(info: HostInfo) -> list[int]:
     """Live pids of the host's nspawn and of every process in the host's cgroups (the container).
 
     Zombies are skipped: a host started by another process (the CLI) is an orphan whose exit
     status only PID 1 can collect.
     """
-    cgroup = f"/{nspawn.CGROUP_PARENT}/{info.name}/"
+    cgroup = f"/{CGROUP_PARENT}/{info.name}/"
     pids = []
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
@@ -80,14 +82,14 @@ def bind_dir(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def host(bind_dir):
-    info = nspawn.start_host("pytest-a", _free_port(), binds=[(str(bind_dir), BIND_DST)])
+    info = start_host("pytest-a", _free_port(), binds=[(str(bind_dir), BIND_DST)])
     yield info
-    nspawn.stop_host(info.name)
+    stop_host(info.name)
 
 
 def test_systemd_boots_to_running(host):
     assert _ssh(host, "systemctl is-system-running || true").strip() in ("running", "degraded")
-    assert nspawn.host_status(host.name) == host
+    assert host_status(host.name) == host
 
 
 def test_system_unit_runs_in_its_own_cgroup_v2(host):
@@ -112,17 +114,17 @@ def test_bind_mount_is_shared(host, bind_dir):
 
 
 def test_second_host_runs_alongside_and_stops_cleanly(host):
-    other = nspawn.start_host("pytest-b", _free_port())
+    other = start_host("pytest-b", _free_port())
     try:
         assert _ssh(other, "hostname").strip() == "pytest-b"
         assert _ssh(host, "hostname").strip() == "pytest-a"
         assert _ssh(other, "cat /etc/machine-id") != _ssh(host, "cat /etc/machine-id")
     finally:
-        nspawn.stop_host(other.name)
+        stop_host(other.name)
     assert _processes_of(other) == []
     assert _port_is_free(other.ssh_port)
-    assert nspawn.host_status(other.name) is None
-    assert nspawn.host_status(host.name) == host
+    assert host_status(other.name) is None
+    assert host_status(host.name) == host
 
 
 def test_port_in_use_is_explained():
@@ -130,14 +132,14 @@ def test_port_in_use_is_explained():
         sock.bind(("127.0.0.1", 0))
         sock.listen()
         port = sock.getsockname()[1]
-        with pytest.raises(nspawn.HostError, match=f"127.0.0.1:{port} is already in use"):
-            nspawn.start_host("pytest-c", port)
+        with pytest.raises(HostError, match=f"127.0.0.1:{port} is already in use"):
+            start_host("pytest-c", port)
 
 
 def test_cli_up_status_down():
     """The CLI used by the local stack: JSON on stdout, and `down` from another process."""
     def cli(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "scripts.nspawn_host", *args], cwd=REPO,
+        return subprocess.run([sys.executable, "-m", "localhosts.cli", *args], cwd=REPO,
                               capture_output=True, text=True, timeout=300)
 
     port = _free_port()
@@ -145,7 +147,7 @@ def test_cli_up_status_down():
     try:
         assert up.returncode == 0, up.stderr
         printed = json.loads(up.stdout)
-        info = nspawn.host_status("pytest-cli")
+        info = host_status("pytest-cli")
         assert info is not None and printed == info.as_dict()
         assert printed["ssh_port"] == port and printed["user"] == "root"
         assert _ssh(info, "hostname").strip() == "pytest-cli"

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import pytest
 
+from policies.endpoints import RULES as ENDPOINT_RULES
+from policies.inference import RULES as INFERENCE_RULES
 from tests.support.engine import REPO, repo_stack
 from tests.support.pack_runs import REPO_STACKS, preview_with_pack
 
 
-ALL_RULES = {"llama-source-pinned", "model-shards-hashed", "context-size-explicit",
-             "yarn-matches-context", "jinja-enabled", "server-loopback-only",
-             "inference-system-unit", "ports-distinct", "kv-cache-and-slots"}
+ALL_RULES = {rule.POLICY.name for rule in (*INFERENCE_RULES, *ENDPOINT_RULES)}
 
 # The fleet program with the config's pin checks bypassed (as if they had regressed), so
 # values it refuses reach the resources: the pack is the second line.

@@ -32,6 +32,8 @@ STAND_IN_OUTPUTS = {
     "RemoteFileProvider": {"digest": "stand-in"},
     "SystemdUnitProvider": {"main_pid": 1, "cgroup": "0::/system.slice/spear-inference.service",
                      "started_at": 1.0, "active_state": "active"},
+    "EndpointVerificationProvider": {"passed": ["model-list", "completion", "tool-call"],
+                                     "served_model_ids": [Q8_MODEL]},
     "SmokeTestProvider": {"stop_reason": "end_turn", "text": "SPEAR-BACKEND-OK", "tool_calls": [],
                    "summary": "end_turn | SPEAR-BACKEND-OK | ()"},
 }
@@ -85,7 +87,7 @@ def summarized(project: Project) -> tuple[PackPreview, str]:
 
 def test_unchanged_prod_reads_as_no_changes(deployed_prod):
     run, text = summarized(deployed_prod)
-    assert run.preview["changeSummary"] == {"same": 8}
+    assert run.preview["changeSummary"] == {"same": 9}
     assert text.startswith("### `prod`: no changes\n")
     for part in ("llama-server build", "model files", "serve.sh", "server.conf",
                  "spear-inference.service", "smoke test"):

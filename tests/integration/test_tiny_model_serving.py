@@ -1,78 +1,68 @@
-"""The tiny fixed-answer models served by the local stack's real llama-server, built on this
-machine when no local host has built it yet (tests/support/llama_build.py)."""
+"""The tiny scripted models served by the local stack's real llama-server, built on this machine
+when no local host has built it yet (tests/support/llama_build.py): what each says with and
+without tools offered, and how the real tokenizer ends the two prompts."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import subprocess
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from components.endpoints.probes import READ_FILE_TOOL
 from localhosts import tiny_model
 from tests.support.llama_build import local_stack_llama_server
 
 SYSTEM_PROMPT = "Reply with exactly the token requested, nothing else."
-GET_TIME_TOOL = {
-    "type": "function",
-    "function": {
-        "name": "get_time",
-        "description": "Return the current time.",
-        "parameters": {"type": "object", "properties": {}},
-    },
-}
-ANSWERS = [tiny_model.SMOKE_ANSWER, tiny_model.TOOL_CALL_ANSWER]
+# As the local stack runs it (a q8_0 KV cache needs flash attention on the CPU build).
+SERVER_FLAGS = ("--ctx-size", "512", "--cache-type-k", "q8_0", "--cache-type-v", "q8_0",
+                "--flash-attn", "on")
+HEALTHY_WITHIN = 60.0
 
 
-@pytest.fixture(scope="module")
-def llama_server_bin() -> Path:
-    return local_stack_llama_server()
-
-
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
 
 
-def _request(url: str, body: dict | None = None, timeout: float = 60) -> dict:
+def request(url: str, body: dict | None = None, timeout: float = 60) -> dict:
     data = json.dumps(body).encode() if body is not None else None
     req = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
     with urllib.request.urlopen(req, timeout=timeout) as resp:
         return json.load(resp)
 
 
-@pytest.fixture(scope="module", params=ANSWERS, ids=["smoke", "tool-call"])
-def served(request, llama_server_bin, tmp_path_factory):
-    """Yield (answer, base URL) of a llama-server serving that answer's model."""
-    model = tiny_model.ensure_model(request.param)
-    port = _free_port()
-    log_path = tmp_path_factory.mktemp("llama-server") / "server.log"
+@contextlib.contextmanager
+def llama_server(model: Path, port: int, log_dir: Path, *flags: str) -> Iterator[str]:
+    """Run the local stack's llama-server on `model` with `flags` added; yield its base URL once
+    /health says ok, and stop it afterwards."""
+    log_path = log_dir / f"llama-server-{port}.log"
     with log_path.open("wb") as log:
         proc = subprocess.Popen(
-            [str(llama_server_bin), "--jinja", "--ctx-size", "512",
-             "--cache-type-k", "q8_0", "--cache-type-v", "q8_0", "--flash-attn", "on",
+            [str(local_stack_llama_server()), *SERVER_FLAGS, *flags,
              "--host", "127.0.0.1", "--port", str(port), "-m", str(model)],
             stdout=log, stderr=subprocess.STDOUT,
         )
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + HEALTHY_WITHIN
         while True:
             if proc.poll() is not None:
                 pytest.fail(f"llama-server exited with {proc.returncode}:\n{log_path.read_text()}")
-            try:
-                if _request(f"{base}/health", timeout=2).get("status") == "ok":
+            with contextlib.suppress(OSError):  # still loading: 503, or the port is not open yet
+                if request(f"{base}/health", timeout=2).get("status") == "ok":
                     break
-            except OSError:
-                pass  # still loading: /health answers 503 or the port is not open yet
             if time.monotonic() > deadline:
-                pytest.fail(f"llama-server not healthy after 60 s:\n{log_path.read_text()}")
+                pytest.fail(f"llama-server not healthy after {HEALTHY_WITHIN:.0f} s:\n{log_path.read_text()}")
             time.sleep(0.5)
-        yield request.param, base
+        yield base
     finally:
         proc.terminate()
         try:
@@ -82,34 +72,60 @@ def served(request, llama_server_bin, tmp_path_factory):
             proc.wait()
 
 
+@pytest.fixture(scope="module", params=[tiny_model.SMOKE_ANSWER, tiny_model.TOOL_CALL_ANSWER],
+                ids=["scripted", "parser-trap"])
+def served(request, tmp_path_factory) -> Iterator[tuple[str, str]]:
+    """(answer, base URL) of a llama-server --jinja serving that answer's model."""
+    with llama_server(tiny_model.ensure_model(request.param), free_port(),
+                      tmp_path_factory.mktemp("llama-server"), "--jinja") as base:
+        yield request.param, base
+
+
 def _chat(base: str, user: str, system: str | None = None, tools: list | None = None) -> dict:
     messages = [{"role": "system", "content": system}] if system else []
     body: dict = {"messages": [*messages, {"role": "user", "content": user}], "max_tokens": 64}
     if tools:
         body["tools"] = tools
-    return _request(f"{base}/v1/chat/completions", body)["choices"][0]
+    return request(f"{base}/v1/chat/completions", body)["choices"][0]
 
 
-USER_PROMPTS = [
-    pytest.param(
-        (SYSTEM_PROMPT, f"Reply with exactly: {tiny_model.SMOKE_ANSWER}"), id="asks-for-it"
-    ),
+PROMPTS = [
+    pytest.param((SYSTEM_PROMPT, f"Reply with exactly: {tiny_model.SMOKE_ANSWER}"), id="asks-for-it"),
     pytest.param((None, "What is the capital of France? Explain in detail."), id="other-prompt"),
 ]
 
 
-@pytest.mark.parametrize("prompt", USER_PROMPTS)
-def test_server_gives_fixed_answer(served, prompt):
+@pytest.mark.parametrize("prompt", PROMPTS)
+def test_a_plain_chat_gets_the_models_answer_as_text(served, prompt):
     answer, base = served
-    system, user = prompt
-    if answer == tiny_model.SMOKE_ANSWER:
-        choice = _chat(base, user, system)
-        assert choice["finish_reason"] == "stop"
-        assert choice["message"]["content"] == tiny_model.SMOKE_ANSWER
-        assert not choice["message"].get("tool_calls")
-    else:
-        choice = _chat(base, user, system, tools=[GET_TIME_TOOL])
-        assert choice["finish_reason"] == "tool_calls"
-        (call,) = choice["message"]["tool_calls"]
-        assert call["function"]["name"] == "get_time"
-        assert json.loads(call["function"]["arguments"]) == {}
+    choice = _chat(base, prompt[1], prompt[0])
+    assert choice["finish_reason"] == "stop"
+    assert choice["message"]["content"] == answer
+    assert not choice["message"].get("tool_calls")
+
+
+@pytest.mark.parametrize("prompt", PROMPTS)
+def test_a_chat_offering_tools_gets_the_read_file_call_as_a_tool_call(served, prompt):
+    _, base = served
+    choice = _chat(base, prompt[1], prompt[0], tools=[READ_FILE_TOOL])
+    assert choice["finish_reason"] == "tool_calls"
+    (call,) = choice["message"]["tool_calls"]
+    assert call["function"]["name"] == "read_file"
+    assert json.loads(call["function"]["arguments"]) == {"path": "src/app.py"}
+
+
+def test_the_two_prompts_end_with_the_two_trigger_tokens(served):
+    """The real tokenizer: the rendered prompt ends in "\\n" alone, or in "\\n\\n" as one token
+    when tools are offered, the tokens the model's two chains start from."""
+    _, base = served
+
+    def tokenize(content: str) -> list[int]:
+        return request(f"{base}/tokenize", {"content": content})["tokens"]
+
+    messages = [{"role": "user", "content": "Read src/app.py and summarise it."}]
+    for extra, trigger in (({}, tiny_model.TRIGGER_TEXT),
+                           ({"tools": [READ_FILE_TOOL]}, tiny_model.TOOLS_TRIGGER_TEXT)):
+        prompt = request(f"{base}/apply-template", {"messages": messages, **extra})["prompt"]
+        assert prompt.endswith("<|im_start|>assistant" + trigger)
+        (trigger_token,) = tokenize(trigger)
+        assert tokenize(prompt)[-1] == trigger_token

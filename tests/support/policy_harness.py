@@ -24,7 +24,17 @@ UNKNOWN = UNKNOWN_STRING_VALUE
 STACK_URN = "urn:pulumi:prod::spear-fleet::pulumi:pulumi:Stack::spear-fleet-prod"
 
 _NAMES = {tokens.LLAMA_SERVER_BUILD: "reds-llama-server", tokens.MODEL_FILES: "reds-model",
-          tokens.SERVER_CONF: "reds-server-conf", tokens.SYSTEMD_UNIT: "reds-unit"}
+          tokens.SERVER_CONF: "reds-server-conf", tokens.SYSTEMD_UNIT: "reds-unit",
+          tokens.RUNPOD_POD: "gpu-pod", tokens.POD_VLLM: "gpu-vllm"}
+
+# Seed 001 step 3: the cookbook's serve command, flag by flag, without its `--api-key
+# "$VLLM_API_KEY"` (the key reaches vLLM as VLLM_API_KEY in its environment, never in argv).
+COOKBOOK_VLLM_COMMAND_LINE = (
+    "vllm serve Qwen/Qwen3-Coder-Next-FP8 --revision da6e2ed27304dd39abadd9c82ef50e8de67bdd4c"
+    " --served-model-name qwen3-coder-next --tensor-parallel-size 2 --max-model-len 262144"
+    " --gpu-memory-utilization 0.90 --enable-auto-tool-choice --tool-call-parser qwen3_coder"
+    " --port 8000"
+).split()
 
 
 _UNIT_TEXT = """[Unit]
@@ -74,6 +84,34 @@ _PROD: dict[Token, dict[str, Any]] = {
         "scope": "system",
         "content": _UNIT_TEXT,
         "slice": "system.slice",
+    },
+    # A RunPod pod serving the cookbook's model with vLLM (stack key runpod.pods.gpu), once up.
+    tokens.RUNPOD_POD: {
+        "api_url": "https://rest.runpod.io/v1",
+        "api_key": "rpa_PLACEHOLDER",
+        "name": "spear-prod-gpu",
+        "image_name": "vllm/vllm-openai:v0.24.0",
+        "gpu_type_ids": ["NVIDIA H100 80GB HBM3"],
+        "gpu_count": 2.0,
+        "cloud_type": "SECURE",
+        "container_disk_in_gb": 50.0,
+        "volume_in_gb": 200.0,
+        "ports": ["22/tcp"],
+        "env": {"PUBLIC_KEY": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIPlaceholder"},
+        "pod_id": "xedezhzb9la3ye",
+        "ssh_host": "100.65.0.119",
+        "ssh_port": 10341.0,
+    },
+    tokens.POD_VLLM: {
+        "pod_id": "xedezhzb9la3ye",
+        "endpoint": {"host": "100.65.0.119", "port": 10341.0},
+        "runtime_dir": "/workspace/spear",
+        "command_line": COOKBOOK_VLLM_COMMAND_LINE,
+        "api_key": "vllm-PLACEHOLDER",
+        "env_file": {"path": "/workspace/spear/config/vllm.env", "mode": 384.0,
+                     "variable": "VLLM_API_KEY"},
+        "port": 8000.0,
+        "served_model_name": "qwen3-coder-next",
     },
 }
 _PROD_STACK_OUTPUTS = {"backends": {

@@ -42,6 +42,7 @@ def test_prod_declares_each_part_of_the_inference_host_each_with_its_own_type(pr
         "reds-server-conf": "pulumi-python:dynamic/spear:ServerConf",
         "reds-unit": "pulumi-python:dynamic/spear:SystemdUnit",
         "reds-smoke-test": "pulumi-python:dynamic/spear:SmokeTest",
+        "reds-verification": "pulumi-python:dynamic/spear:EndpointVerification",
     }
     assert types(prod_program)["reds-server-conf"] == tokens.SERVER_CONF.type
 

@@ -7,6 +7,7 @@ import hashlib
 import json
 from typing import Any
 
+from components.inference_host.llama_server_build import LlamaServerBuildProvider, build_key
 from spear import review as preview_summary
 from spear import tokens
 from spear.review import summarize
@@ -97,6 +98,26 @@ def test_a_new_commit_is_a_rebuild_with_the_commit_old_to_new():
     assert "  - restarts: build_key changed\n" in text
 
 
+def built_with(script: str) -> dict[str, Any]:
+    """A build's inputs, as the component gives them, with `script` as build-llama-server.sh."""
+    inputs = build(OLD_COMMIT, "")
+    return {**inputs, "build_script": script,
+            "build_key": build_key(inputs["source"], inputs["cmake_flags"], script)}
+
+
+def test_an_edited_build_script_is_a_rebuild():
+    old, new = built_with("cmake --build build\n"), built_with("cmake --build build -j 2\n")
+    # The step the engine makes of the provider's diff.
+    diff = LlamaServerBuildProvider().diff("id", old, new)
+    op = "replace" if diff.replaces else "update" if diff.changes else "same"
+    text = summary_of(step(op, "reds-llama-server", old, new, replaceReasons=diff.replaces),
+                      step("update", "reds-unit", unit(), unit(build_key=new["build_key"])))
+    assert text.startswith("### `prod`: rebuild and restart\n")
+    assert "- **llama-server build** (`reds-llama-server`): **rebuild**" in text
+    assert "  - build-llama-server.sh changed\n" in text
+    assert "  - restarts: build_key changed\n" in text
+
+
 def test_a_new_manifest_is_a_model_refetch_naming_the_shards():
     text = summary_of(step("update", "reds-model", model("a.gguf", "b.gguf"),
                            model("a.gguf", "c.gguf")),
@@ -161,3 +182,59 @@ def test_the_command_reads_a_file_or_stdin(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr("sys.stdin", preview.open())
     assert preview_summary.main([]) == 0
     assert "Not run (no event log given)." in capsys.readouterr().out
+
+
+# ---------------------------------------------------------------------------------------------
+# The RunPod endpoint: the engine's op comes from each provider's own diff, as in a real preview.
+
+from components.endpoints.pod_vllm import PodVllmProvider  # noqa: E402 (this section's own)
+from components.endpoints.runpod_pod import RunPodPodProvider  # noqa: E402
+
+PART_TYPES.update({"-pod": tokens.RUNPOD_POD, "-vllm": tokens.POD_VLLM})
+REVISION = "da6e2ed27304dd39abadd9c82ef50e8de67bdd4c"
+NEW_REVISION = "0123456789abcdef0123456789abcdef01234567"
+
+
+def pod(**changes: Any) -> dict[str, Any]:
+    return {"api_url": "https://rest.runpod.io/v1", "name": "spear-prod-gpu",
+            "image_name": "vllm/vllm-openai:v0.24.0", "gpu_type_ids": ["NVIDIA H100 80GB HBM3"],
+            "gpu_count": 2, "cloud_type": "SECURE", "container_disk_in_gb": 50, "volume_in_gb": 200,
+            "ports": ["22/tcp"], "env": {"PUBLIC_KEY": "ssh-ed25519 AAAA"},
+            "desired_status": "RUNNING", **changes}
+
+
+def vllm_on_pod(revision: str = REVISION, pod_id: str = "xedezhzb9la3ye") -> dict[str, Any]:
+    return {"pod_id": pod_id, "endpoint": {"host": "100.65.0.119", "port": 10341},
+            "running": True,
+            "command_line": ["vllm", "serve", "Qwen/Qwen3-Coder-Next-FP8", "--revision", revision,
+                             "--enable-auto-tool-choice"]}
+
+
+def diffed(provider: Any, name: str, old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+    """The step the engine makes of the provider's diff."""
+    diff = provider.diff("id", old, new)
+    op = "replace" if diff.replaces else "update" if diff.changes else "same"
+    return step(op, name, old, new, replaceReasons=diff.replaces)
+
+
+def test_a_new_model_revision_restarts_vllm_and_keeps_the_pod():
+    text = summary_of(diffed(RunPodPodProvider(), "gpu-pod", pod(), pod()),
+                      diffed(PodVllmProvider(), "gpu-vllm", vllm_on_pod(), vllm_on_pod(NEW_REVISION)))
+    assert text.startswith("### `prod`: restart vLLM\n")
+    assert ("- **vLLM on the pod** (`gpu-vllm`): **restart vLLM**: rewrites vLLM's command line"
+            " (and key file) on the pod and restarts it in tmux; the pod is kept.") in text
+    assert f"  - `--revision`: `{REVISION}` → `{NEW_REVISION}`\n" in text
+    assert "- No change: RunPod pod (`gpu-pod`).\n" in text
+
+
+def test_a_new_gpu_type_recreates_the_pod_and_a_new_image_resets_it():
+    text = summary_of(diffed(RunPodPodProvider(), "gpu-pod", pod(), pod(gpu_type_ids=["NVIDIA H200"])),
+                      diffed(PodVllmProvider(), "gpu-vllm", vllm_on_pod(), vllm_on_pod(pod_id=preview_summary.UNKNOWN)))
+    assert text.startswith("### `prod`: recreate pod\n")
+    assert ("- **RunPod pod** (`gpu-pod`): **recreate pod**: a new pod is made through the RunPod"
+            " API") in text
+    assert "  - replaced because gpu_type_ids changed\n" in text
+    text = summary_of(diffed(RunPodPodProvider(), "gpu-pod", pod(),
+                             pod(image_name="vllm/vllm-openai:v0.25.0")))
+    assert text.startswith("### `prod`: reset pod\n")
+    assert "it restarts on a new SSH port and vLLM is started there again." in text

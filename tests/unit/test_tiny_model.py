@@ -1,6 +1,6 @@
-"""Tiny fixed-answer GGUF models (localhosts/tiny_model.py): the generated GGUF checked with
-gguf's reader, and the model's forward pass replayed in numpy (tests/integration serves them
-with a real llama-server)."""
+"""Tiny scripted GGUF models (localhosts/tiny_model.py): the generated GGUF checked with gguf's
+reader, and the model's forward pass replayed in numpy from both prompt ends (tests/integration
+serves them with a real llama-server, which also checks how the prompts are tokenised)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,8 @@ from localhosts import llama_source, tiny_model
 from tests.support.stack_files import stack_raw
 
 ANSWERS = [tiny_model.SMOKE_ANSWER, tiny_model.TOOL_CALL_ANSWER]
+# The cookbook's spelling of the call, with a space after "path":.
+COOKBOOK_CALL = '<tool_call>\n{"name": "read_file", "arguments": {"path": "src/app.py"}}\n</tool_call>'
 
 
 def test_the_local_stack_names_the_smoke_model_exactly():
@@ -24,10 +26,10 @@ def test_the_local_stack_names_the_smoke_model_exactly():
     assert shard["sha256"] == llama_source.file_sha256(path)
 
 
-@pytest.fixture(scope="module", params=ANSWERS, ids=["smoke", "tool-call"])
+@pytest.fixture(scope="module", params=ANSWERS, ids=["scripted", "parser-trap"])
 def generated(request, tmp_path_factory) -> tuple[str, GGUFReader]:
     path = tmp_path_factory.mktemp("model") / "model.gguf"
-    tiny_model.make_fixed_answer_model(request.param, path)
+    tiny_model.make_model(request.param, path)
     return request.param, GGUFReader(path)
 
 
@@ -43,7 +45,8 @@ def _tensor(reader: GGUFReader, name: str) -> np.ndarray:
 def test_metadata(generated):
     answer, reader = generated
     assert _field(reader, "general.architecture") == "llama"
-    assert _field(reader, "spear.fixed_answer") == answer
+    assert _field(reader, "spear.answer") == answer
+    assert _field(reader, "spear.tools_answer") == tiny_model.TOOL_CALL_ANSWER
     assert _field(reader, "llama.block_count") == 2
     assert _field(reader, "llama.embedding_length") == 64
     n_head = _field(reader, "llama.attention.head_count")
@@ -53,7 +56,11 @@ def test_metadata(generated):
     assert len(tokens) == 151936
     assert tokens[_field(reader, "tokenizer.ggml.eos_token_id")] == "<|im_end|>"
     template = _field(reader, "tokenizer.chat_template")
-    assert "<tool_call>" in template and "<|im_start|>assistant\\n" in template
+    # <tool_call> keeps llama-server's template-driven tool-call parser; the generation prompt
+    # gets one more newline when tools are offered.
+    assert "<tool_call>" in template
+    assert ("{{- '<|im_start|>assistant\\n' }}\n    {%- if tools %}{{- '\\n' }}{%- endif %}"
+            in template)
 
 
 def test_tensors(generated):
@@ -66,7 +73,8 @@ def test_tensors(generated):
             assert not _tensor(reader, f"blk.{layer}.{name}.weight").any()
 
 
-def test_forward_pass_says_the_answer(generated):
+@pytest.mark.parametrize("offers_tools", [False, True], ids=["plain-prompt", "tools-prompt"])
+def test_forward_pass_says_the_scripted_answer(generated, offers_tools):
     """With the blocks adding nothing, logits = output @ rms_norm(embedding of current token)."""
     answer, reader = generated
     tokens = _field(reader, "tokenizer.ggml.tokens")
@@ -84,12 +92,13 @@ def test_forward_pass_says_the_answer(generated):
         return best
 
     said = []
-    current = text_tokens[tiny_model.TRIGGER_TEXT.encode()]
+    trigger = tiny_model.TOOLS_TRIGGER_TEXT if offers_tools else tiny_model.TRIGGER_TEXT
+    current = text_tokens[trigger.encode()]
     while (current := next_token(current)) != end:
         said.append(by_id[current])
-        assert len(said) <= tiny_model.MAX_ANSWER_TOKENS
-    assert b"".join(said).decode() == answer
-    # Any token off the answer's chain ends the turn.
+        assert len(said) <= tiny_model.MAX_CHAIN_TOKENS
+    assert b"".join(said).decode() == (tiny_model.TOOL_CALL_ANSWER if offers_tools else answer)
+    # Any token off the chains ends the turn.
     assert next_token(text_tokens[b" Paris"]) == end
 
 
@@ -103,3 +112,19 @@ def test_split_refuses_repeats(generated):
         tiny_model.split_distinct(b"\n", text_tokens, {newline})
     split = tiny_model.split_distinct(b"ab ab ab", text_tokens, set())
     assert len(set(split)) == len(split)
+
+
+def test_the_cookbooks_spelling_of_the_call_cannot_be_said_by_such_a_model(generated):
+    _, reader = generated
+    text_tokens = tiny_model.token_bytes(
+        _field(reader, "tokenizer.ggml.tokens"), _field(reader, "tokenizer.ggml.token_type")
+    )
+    triggers = {text_tokens[t.encode()] for t in (tiny_model.TRIGGER_TEXT, tiny_model.TOOLS_TRIGGER_TEXT)}
+    with pytest.raises(ValueError, match="cannot split"):
+        tiny_model.split_distinct(COOKBOOK_CALL.encode(), text_tokens, triggers)
+    assert tiny_model.TOOL_CALL_ANSWER == COOKBOOK_CALL.replace('"path": ', '"path":')
+
+
+def test_a_template_without_the_expected_generation_prompt_is_refused():
+    with pytest.raises(ValueError, match="generation prompt"):
+        tiny_model.scripted_template("{{ messages }}")

@@ -1,0 +1,109 @@
+"""EndpointVerification: the cookbook's three probes (components/endpoints/probes.py) as a deploy check.
+
+An endpoint serves an OpenAI-compatible API on a port of a host's loopback; the probes reach it
+through an SSH channel to that host, as the smoke test does, so no port is opened on the network.
+They run in order on create and whenever an input changes (the triggers say what serves the
+endpoint, e.g. its unit's start time); the first failure fails the `up`, naming the endpoint, the
+probe and the reason. The outputs record what passed and which models the endpoint listed.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+from pulumi.dynamic import ReadResult
+
+from components.endpoints.probes import MODEL_LIST, ProbeResult, listed_models, probes
+from components.hostops.host_resource import HostProvider, HostResource
+from components.hostops.ssh import RemoteError, Session
+from spear import tokens
+
+UNREACHABLE = "unreachable"
+# A large model's first completion may load or warm caches; the model list answers at once.
+COMPLETION_TIMEOUT = 300.0
+LIST_TIMEOUT = 30.0
+
+
+class VerificationFailed(RemoteError):
+    """A probe failed; the message names the endpoint, the probe, the reason and what was seen."""
+
+    def __init__(self, endpoint: str, result: ProbeResult) -> None:
+        super().__init__(f"endpoint {endpoint}: {result.name} probe failed: {result.reason}"
+                         f" ({result.detail})")
+        self.result = result
+
+
+@dataclass
+class EndpointVerificationArgs:
+    endpoint: str  # the endpoint's name in messages, e.g. the backend name
+    connection: pulumi.Input[dict]
+    port: pulumi.Input[int]
+    served_model: pulumi.Input[str]  # the name /v1/models must list and the requests use
+    address: pulumi.Input[str] = "127.0.0.1"
+    api_key: pulumi.Input[str] | None = None  # a secret; sent as `Authorization: Bearer ...`
+    # Re-run whenever one of these changes (what serves the endpoint: a unit's start time, say).
+    triggers: dict[str, pulumi.Input[Any]] | None = None
+
+
+class EndpointVerificationProvider(HostProvider):
+    update_fields = ("triggers", "endpoint", "address", "port", "served_model", "api_key")
+
+    def resource_id(self, props: dict[str, Any]) -> str:
+        return f"{props['endpoint']}@{props['connection']['host']}:{props['address']}:{props['port']}"
+
+    def apply(self, props: dict[str, Any], olds: dict[str, Any] | None) -> dict[str, Any]:
+        endpoint = props["endpoint"]
+        headers = {"Authorization": f"Bearer {props['api_key']}"} if props.get("api_key") else {}
+        passed: list[str] = []
+        served_ids: list[str] = []
+        with Session(props["connection"]) as host:
+            for probe in probes(props["served_model"]):
+                timeout = LIST_TIMEOUT if probe.name == MODEL_LIST else COMPLETION_TIMEOUT
+                try:
+                    status, body = host.http(int(props["port"]), probe.method, probe.path,
+                                             probe.encoded_body(), address=props["address"],
+                                             timeout=timeout, headers=headers)
+                except ConnectionError as err:
+                    raise VerificationFailed(endpoint, ProbeResult(probe.name, False, UNREACHABLE,
+                                                                   str(err))) from err
+                result = probe.judge(status, body)
+                if not result.passed:
+                    raise VerificationFailed(endpoint, result)
+                if probe.name == MODEL_LIST:
+                    served_ids = listed_models(json.loads(body)) or []
+                passed.append(result.name)
+        return {**props, "passed": passed, "served_model_ids": served_ids}
+
+    def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
+        return ReadResult(id_=id_, outs=dict(props))  # a check leaves nothing on the host
+
+    def delete(self, _id: str, props: dict[str, Any]) -> None:
+        return None
+
+
+class EndpointVerification(HostResource, module=tokens.DYNAMIC_MODULE,
+                           name=tokens.ENDPOINT_VERIFICATION.name):
+    passed: pulumi.Output[list]
+    served_model_ids: pulumi.Output[list]
+
+    def __init__(self, name: str, args: EndpointVerificationArgs,
+                 opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__(
+            EndpointVerificationProvider(),
+            name,
+            {
+                "endpoint": args.endpoint,
+                "connection": args.connection,
+                "address": args.address,
+                "port": args.port,
+                "served_model": args.served_model,
+                "api_key": args.api_key,
+                "triggers": args.triggers or {},
+            },
+            pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(
+                additional_secret_outputs=["api_key"])),
+            outputs=("passed", "served_model_ids"),
+        )

@@ -1,0 +1,85 @@
+"""vLLM's command line, rendered from the typed config: seed 001 step 3, flag by flag.
+
+The one place that knows the flags: the pod's serve script runs what `command_line` returns,
+the Kubernetes fleet passes it as the container's args, and the policy pack checks a command line
+with the same constants. Pure and stdlib only, so the policy pack's virtualenv imports it too.
+
+The cookbook's line has `--api-key "$VLLM_API_KEY"`; here the key is never on the command line
+(anyone who can list processes reads it there): vLLM reads VLLM_API_KEY from its environment.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # a type only: the policy pack imports this module without config/
+    from config.types import Vllm
+
+# vLLM reads the key its clients must send from this variable, which a launcher sets from a
+# file only its owner may read.
+API_KEY_ENV = "VLLM_API_KEY"
+API_KEY_FILE_MODE = 0o600
+# The flag that would put the key on the command line instead.
+API_KEY_FLAG = "--api-key"
+# Seed 001 step 3: explicit and conservative (v0.24.0 defaults to 0.92), so the KV-memory choice
+# is visible and stable.
+GPU_MEMORY_UTILIZATION = "0.90"
+# Seed 001 step 3: the model card's parser for Qwen3-Coder; without it (and without
+# --enable-auto-tool-choice beside it) tool calls come back as text in `content`.
+AUTO_TOOL_CHOICE = "--enable-auto-tool-choice"
+TOOL_CALL_PARSER_FLAG = "--tool-call-parser"
+TOOL_CALL_PARSER = "qwen3_coder"
+REVISION_FLAG = "--revision"
+# Seed 001 step 3: flags that must never be added, and why.
+FORBIDDEN_FLAGS = {
+    "--reasoning-parser": "the model has no thinking mode; a <think> block means the wrong"
+                          " checkpoint or chat template, which a reasoning parser would hide",
+    "--quantization": "the checkpoint's own config declares its FP8 scheme",
+    "--enable-prefix-caching": "prefix caching is already on by default in v0.24.0",
+}
+
+
+def command_line(vllm: Vllm) -> list[str]:
+    """`vllm serve ...` for these settings, as the cookbook writes it (without --api-key)."""
+    return [
+        "vllm", "serve", vllm.model,
+        REVISION_FLAG, vllm.revision,
+        "--served-model-name", vllm.served_model_name,
+        "--tensor-parallel-size", str(vllm.tensor_parallel_size),
+        "--max-model-len", str(vllm.max_model_len),
+        "--gpu-memory-utilization", GPU_MEMORY_UTILIZATION,
+        AUTO_TOOL_CHOICE,
+        TOOL_CALL_PARSER_FLAG, TOOL_CALL_PARSER,
+        "--port", str(vllm.port),
+    ]
+
+
+def flags(argv: Sequence[str]) -> dict[str, str]:
+    """`vllm serve <model> --flag value --switch` as {"model": "<model>", "--flag": "value",
+    "--switch": "on"}: what a reviewer compares between two command lines."""
+    parsed = {"model": argv[2]} if len(argv) > 2 else {}
+    args = list(argv[3:])
+    while args:
+        name, eq, inline = args.pop(0).partition("=")
+        if eq:
+            parsed[name] = inline
+        elif args and not args[0].startswith("--"):
+            parsed[name] = args.pop(0)
+        else:
+            parsed[name] = "on"
+    return parsed
+
+
+def flag_name(arg: str) -> str:
+    """`--quantization=fp8` and `--quantization` both name --quantization."""
+    return arg.partition("=")[0]
+
+
+def forbidden_flags(argv: Sequence[str]) -> list[str]:
+    """The forbidden flags a command line gives, in order."""
+    return [flag_name(arg) for arg in argv if flag_name(arg) in FORBIDDEN_FLAGS]
+
+
+def key_on_command_line(argv: Sequence[str]) -> bool:
+    return any(flag_name(arg) == API_KEY_FLAG for arg in argv)
