@@ -5,7 +5,7 @@ Two resources, so that each diff is the upgrade: the pod's own fields update it 
 (a reset) or, where the API cannot change them, recreate it; a new revision or vLLM flag only
 restarts vLLM. vLLM logs in at the SSH endpoint the pod resource read from the API, so a pod that
 restarted on another port is found again by `refresh` + `up`. After every start of vLLM the
-cookbook's endpoint verification runs through the same login.
+cookbook's endpoint verification and the seed's smoke test run through the same login.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from cryptography.hazmat.primitives import serialization
 from components.endpoints.pod_vllm import PodVllm, PodVllmArgs
 from components.endpoints.runpod_pod import RunPodPod, RunPodPodArgs
 from components.endpoints.verification import EndpointVerification, EndpointVerificationArgs
+from components.hostops.smoke_test import SmokeTest, SmokeTestArgs
 from components.hostops.ssh import connection_input
 from config.types import RunPodPod as PodConfig
 from spear import tokens, vllm
@@ -85,6 +86,14 @@ class RunPodEndpoint(pulumi.ComponentResource):
             triggers={"started_at": self.vllm.started_at},
         ), pulumi.ResourceOptions(parent=self, depends_on=[self.vllm]))
 
+        self.smoke_test = SmokeTest(f"{name}-smoke-test", SmokeTestArgs(
+            connection=connection,
+            port=cfg.vllm.port,
+            model=cfg.vllm.served_model_name,
+            api_key=args.vllm_api_key,
+            triggers={"started_at": self.vllm.started_at},
+        ), pulumi.ResourceOptions(parent=self, depends_on=[self.vllm]))
+
         self.outputs: dict[str, Any] = {
             "pod_id": self.pod.pod_id,
             "ssh_host": self.pod.ssh_host,
@@ -95,6 +104,7 @@ class RunPodEndpoint(pulumi.ComponentResource):
             "vllm_port": cfg.vllm.port,
             "vllm_started_at": self.vllm.started_at,
             "verified": self.verification.passed,
+            "smoke_test": self.smoke_test.summary,
             "backend": {"name": cfg.backend.name, "client_port": cfg.backend.port},
         }
         self.register_outputs(self.outputs)

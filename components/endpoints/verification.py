@@ -18,7 +18,7 @@ from pulumi.dynamic import ReadResult
 
 from components.endpoints.probes import MODEL_LIST, ProbeResult, listed_models, probes
 from components.hostops.host_resource import HostProvider, HostResource
-from components.hostops.ssh import RemoteError, Session
+from components.hostops.ssh import RemoteError, Session, bearer_headers
 from spear import tokens
 
 UNREACHABLE = "unreachable"
@@ -56,7 +56,7 @@ class EndpointVerificationProvider(HostProvider):
 
     def apply(self, props: dict[str, Any], olds: dict[str, Any] | None) -> dict[str, Any]:
         endpoint = props["endpoint"]
-        headers = {"Authorization": f"Bearer {props['api_key']}"} if props.get("api_key") else {}
+        headers = bearer_headers(props.get("api_key"))
         passed: list[str] = []
         served_ids: list[str] = []
         with Session(props["connection"]) as host:
@@ -103,7 +103,7 @@ class EndpointVerification(HostResource, module=tokens.DYNAMIC_MODULE,
                 "api_key": args.api_key,
                 "triggers": args.triggers or {},
             },
-            pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(
-                additional_secret_outputs=["api_key"])),
+            opts,
             outputs=("passed", "served_model_ids"),
+            secret_inputs=("api_key",),
         )

@@ -48,7 +48,8 @@ class HostProvider(ResourceProvider):
 
 
 class HostResource(Resource):
-    """Base of the resources: declares outputs and keeps the connection secret.
+    """Base of the resources: declares outputs and keeps the connection (and any other secret
+    inputs) secret.
 
     Subclasses name their type: `class X(HostResource, module=DYNAMIC_MODULE, name=X_TOKEN.name)`.
     """
@@ -60,8 +61,12 @@ class HostResource(Resource):
         props: Mapping[str, Any],
         opts: pulumi.ResourceOptions | None,
         outputs: Iterable[str] = (),
+        secret_inputs: Iterable[str] = (),
     ) -> None:
-        secret_outputs = pulumi.ResourceOptions(additional_secret_outputs=["connection"])
+        # The connection holds the SSH key; secret_inputs name others (API keys), so that state
+        # keeps them encrypted whatever form they arrive in.
+        secret_outputs = pulumi.ResourceOptions(
+            additional_secret_outputs=["connection", *secret_inputs])
         super().__init__(
             provider,
             name,

@@ -16,7 +16,7 @@ import pulumi
 from pulumi.dynamic import ReadResult
 
 from components.hostops.host_resource import HostProvider, HostResource
-from components.hostops.ssh import RemoteError, Session
+from components.hostops.ssh import RemoteError, Session, bearer_headers
 from spear import tokens
 from spear.rules import SMOKE_ANSWER
 
@@ -71,13 +71,14 @@ class SmokeTestArgs:
     connection: pulumi.Input[dict]
     port: int
     address: str = "127.0.0.1"
-    model: str = "spear"
+    model: pulumi.Input[str] = "spear"
+    api_key: pulumi.Input[str] | None = None  # a secret, for a server that demands one
     # Re-run whenever one of these changes (e.g. the service's start time).
     triggers: dict[str, pulumi.Input[Any]] | None = None
 
 
 class SmokeTestProvider(HostProvider):
-    update_fields = ("triggers", "port", "address", "model")
+    update_fields = ("triggers", "port", "address", "model", "api_key")
 
     def resource_id(self, props: dict[str, Any]) -> str:
         return f"{props['connection']['host']}:{props['address']}:{props['port']}"
@@ -86,7 +87,7 @@ class SmokeTestProvider(HostProvider):
         with Session(props["connection"]) as host:
             status, body = host.http(int(props["port"]), "POST", "/v1/chat/completions",
                                      request_body(props["model"]), address=props["address"],
-                                     timeout=300)
+                                     timeout=300, headers=bearer_headers(props.get("api_key")))
         if status != 200:
             raise RemoteError(f"smoke test: HTTP {status} from the server: {body[:500]!r}")
         result = judge(json.loads(body))
@@ -119,8 +120,10 @@ class SmokeTest(HostResource, module=tokens.DYNAMIC_MODULE, name=tokens.SMOKE_TE
                 "port": args.port,
                 "address": args.address,
                 "model": args.model,
+                "api_key": args.api_key,
                 "triggers": args.triggers or {},
             },
             opts,
             outputs=("stop_reason", "text", "tool_calls", "summary"),
+            secret_inputs=("api_key",),
         )

@@ -183,6 +183,11 @@ def _unchunk(body: bytes) -> bytes:
     return out
 
 
+def bearer_headers(api_key: str | None) -> dict[str, str]:
+    """The header an OpenAI-compatible server with an API key wants; none without a key."""
+    return {"Authorization": f"Bearer {api_key}"} if api_key else {}
+
+
 def tail(text: str, lines: int = 30) -> str:
     return "\n".join(text.rstrip().splitlines()[-lines:])
 

@@ -145,9 +145,11 @@ def test_up_creates_the_pod_starts_vllm_and_a_chat_completion_answers_through_ss
     update = project.up(STACK)
     assert update.ok, update.output
     assert {name: op for name, op in update.ops().items() if name.startswith(POD)} == {
-        "gpu": "create", "gpu-pod": "create", "gpu-vllm": "create", "gpu-verification": "create"}
+        "gpu": "create", "gpu-pod": "create", "gpu-vllm": "create", "gpu-verification": "create",
+        "gpu-smoke-test": "create"}
     out = pod_outputs(project)
     assert out["verified"] == [MODEL_LIST, COMPLETION, TOOL_CALL]
+    assert out["smoke_test"] == SMOKE
     pod = standin.pods[out["pod_id"]]
     assert (out["ssh_host"], out["ssh_port"]) == ("127.0.0.1", pod.ssh_port)
     assert pod.fields["env"]["PUBLIC_KEY"].startswith("ssh-ed25519 ")
