@@ -13,9 +13,9 @@ from tests.support.pack_runs import REPO_STACKS, preview_with_pack
 
 ALL_RULES = {rule.POLICY.name for rule in (*INFERENCE_RULES, *ENDPOINT_RULES)}
 
-# The fleet program with the config's pin checks bypassed (as if they had regressed), so
-# values it refuses reach the resources: the pack is the second line.
-UNCHECKED_PINS_PROGRAM = '''
+# The fleet program with the config's pin and port checks bypassed (as if they had regressed),
+# so values it refuses reach the resources: the pack is the second line.
+UNCHECKED_PROGRAM = '''
 import dataclasses
 
 import config.load
@@ -23,19 +23,20 @@ import config.load
 _load = config.load.load
 
 
-def unpinned(host):
+def unchecked(host):
     shards = (dataclasses.replace(host.model.shards[0], sha256="TODO"), *host.model.shards[1:])
     return dataclasses.replace(
         host,
         llama_cpp=dataclasses.replace(
             host.llama_cpp, source=dataclasses.replace(host.llama_cpp.source, commit="master")),
         model=dataclasses.replace(host.model, shards=shards),
+        server=dataclasses.replace(host.server, port=22),  # sshd's port on reds.internal
     )
 
 
 def load():
     stack = _load()
-    hosts = {name: unpinned(host) for name, host in stack.config.inference_hosts.items()}
+    hosts = {name: unchecked(host) for name, host in stack.config.inference_hosts.items()}
     return dataclasses.replace(
         stack, config=dataclasses.replace(stack.config, inference_hosts=hosts))
 
@@ -76,7 +77,6 @@ def test_a_broken_stack_fails_with_each_violation_named(tmp_path):
     project = repo_stack(tmp_path, "prod")
     # What the config checker accepts and the pack refuses.
     project.set_config("prod", "inferenceHosts.reds.server.host", "0.0.0.0")
-    project.set_config("prod", "inferenceHosts.reds.server.port", 22)  # sshd's port on reds.internal
     project.set_config("prod", "inferenceHosts.reds.server.parallel", 4)
     # A launcher and a unit that regressed (the copy's hosts/ files).
     serve = project.dir / "hosts" / "inference" / "serve.sh"
@@ -86,12 +86,13 @@ def test_a_broken_stack_fails_with_each_violation_named(tmp_path):
     edit(project.dir / "hosts" / "inference" / "spear-inference.service",
          "Slice=system.slice", "Slice=user.slice")
     (project.dir / "fleet.py").write_text((REPO / "__main__.py").read_text())
-    (project.dir / "__main__.py").write_text(UNCHECKED_PINS_PROGRAM)
+    (project.dir / "__main__.py").write_text(UNCHECKED_PROGRAM)
 
     run = preview_with_pack(project, "prod")
 
     assert not run.ok
-    assert run.preview["steps"], "the program ran: the preview failed on policy, not on config"
+    # The program ran: the preview failed on policy, not on config.
+    assert any(step["urn"].endswith("::reds-server-conf") for step in run.preview["steps"])
     by_rule = {}
     for violation in run.policy_violations():
         by_rule.setdefault(violation["policyName"], []).append(violation)

@@ -11,6 +11,8 @@ from typing import Any
 import pytest
 import yaml
 
+from policies.endpoints import RULES as ENDPOINT_RULES
+from policies.inference import RULES as INFERENCE_RULES
 from spear.review import summarize
 from tests.support.engine import Project, repo_stack
 from tests.support.pack_runs import PackPreview, preview_with_pack
@@ -92,7 +94,8 @@ def test_unchanged_prod_reads_as_no_changes(deployed_prod):
     for part in ("llama-server build", "model files", "serve.sh", "server.conf",
                  "spear-inference.service", "smoke test"):
         assert part in text.split("- No change: ")[1]
-    assert "Policy pack spear-fleet 0.1.0: **passed**; 0 advisory; 9 rule(s) passed" in text
+    rules = len(INFERENCE_RULES) + len(ENDPOINT_RULES)
+    assert f"Policy pack spear-fleet 0.1.0: **passed**; 0 advisory; {rules} rule(s) passed" in text
 
 
 def test_a_new_model_in_prod_reads_as_restart(deployed_prod):
