@@ -71,7 +71,7 @@ class SmokeTestArgs:
     connection: pulumi.Input[dict]
     port: int
     address: str = "127.0.0.1"
-    model: str = "spear"
+    model: pulumi.Input[str] = "spear"
     # Re-run whenever one of these changes (e.g. the service's start time).
     triggers: dict[str, pulumi.Input[Any]] | None = None
 
