@@ -54,8 +54,11 @@ def _server_advice(props: Mapping[str, Any]) -> str:
 
 def check(props: Mapping[str, Any]) -> list[str]:
     """Logs in, checks the server answers and lists its models; returns the ids it advertises."""
-    where = f"{props['address']}:{props['port']} on {props['ssh_host']}"
+    # Numbers reach a dynamic provider as floats (8010.0).
     port, address = int(props["port"]), props["address"]
+    where = f"{address}:{port} on {props['ssh_host']}"
+    # Each failure is raised `from None`: its message holds the reason, which a chain of
+    # tracebacks in `pulumi up`'s output would only bury.
     try:
         with Session(props["connection"], connect_timeout=CHECK_TIMEOUT) as host:
             health, _ = host.http(port, "GET", "/health", address=address, timeout=CHECK_TIMEOUT)
@@ -63,14 +66,14 @@ def check(props: Mapping[str, Any]) -> list[str]:
                                      timeout=CHECK_TIMEOUT)
     except NoAnswer as err:
         raise _failed(props, f"nothing answers on {where} ({err.reason})",
-                      _server_advice(props)) from err
+                      _server_advice(props)) from None
     except ConnectionError as err:
-        raise _failed(props, str(err), _server_advice(props)) from err
+        raise _failed(props, str(err), _server_advice(props)) from None
     except RemoteError as err:
         key = (f"inferenceHosts.{props['managed_by']}.ssh" if props.get("managed_by")
                else f"redsEndpoints.{props['endpoint']}.ssh")
         raise _failed(props, f"cannot log in to {props['ssh_host']}: {err}",
-                      f"Fix {key} (or the host's entry in ~/.ssh/config)") from err
+                      f"Fix {key} (or the host's entry in ~/.ssh/config)") from None
     # Any other answer of /health is something answering; the model list says what it serves.
     if health == NOT_READY:
         raise _failed(props, f"the server on {where} answers but is not ready (HTTP 503 on"
@@ -104,7 +107,7 @@ class RedsTunnelCheckProvider(HostProvider):
                      "triggers")
 
     def resource_id(self, props: Mapping[str, Any]) -> str:
-        return f"{props['endpoint']}@{props['ssh_host']}:{props['address']}:{props['port']}"
+        return f"{props['endpoint']}@{props['ssh_host']}:{props['address']}:{int(props['port'])}"
 
     def diff(self, id_: str, olds: Mapping[str, Any], news: Mapping[str, Any]) -> DiffResult:
         result = super().diff(id_, olds, news)
