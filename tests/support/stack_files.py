@@ -41,6 +41,19 @@ def with_placeholder_keys(raw: dict[str, Any]) -> dict[str, Any]:
     return {**raw, "sshPrivateKeys": keys} if keys else raw
 
 
+def commented_example(stack: str, key: str) -> Any:
+    """The value of a key a stack file shows commented out (`  # spear-fleet:<key>:` and the
+    lines under it, each `  #  ...`), as YAML reads it once uncommented."""
+    lines = (REPO / "stacks" / f"Pulumi.{stack}.yaml").read_text().splitlines()
+    start = lines.index(f"  # spear-fleet:{key}:")
+    block = [lines[start]]
+    for line in lines[start + 1:]:
+        if not line.startswith("  #  "):
+            break
+        block.append(line)
+    return yaml.safe_load("\n".join(line.replace("# ", "", 1) for line in block))[f"{NAMESPACE}:{key}"]
+
+
 def stack_host(stack: str, **changes: dict[str, Any]) -> InferenceHost:
     """The stack's one inference host as parse() types it; each change merges into a section
     of the host (`host` for the host's own keys, e.g. host={"runtimeDir": "/srv"})."""

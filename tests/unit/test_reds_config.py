@@ -15,7 +15,7 @@ from config.checker import ConfigError
 from config.load import StackConfigError, load
 from config.schema import parse
 from config.types import InlineKey, KeyFile, RedsSsh
-from tests.support.stack_files import DUMMY_KEY, engine_config, prod_raw
+from tests.support.stack_files import DUMMY_KEY, commented_example, engine_config, prod_raw
 from tests.unit import test_stack_config as stack_config_tests
 from tests.unit.test_stack_config import DELETE, changed, problem_line, run_program
 
@@ -203,3 +203,15 @@ def test_an_endpoints_unreadable_key_file_is_named_by_the_endpoints_key(mocks, t
         run_program(engine_config(raw), SECRETS)
     assert "a readable private key file" in problem_line(error.value,
                                                          "redsEndpoints.box.ssh.privateKeyPath")
+
+
+def test_prods_commented_endpoint_examples_parse_to_both_forms():
+    raw = {**prod_raw(), "redsEndpoints": commented_example("prod", "redsEndpoints")}
+    raw = changed(raw, ("backends", "lab"), {"port": 8083})  # as the example's note says
+    raw = changed(raw, ("redsEndpoints", "reds-box", "ssh", "privateKeyPath"), "/keys/reds")
+    endpoints = parse(raw).reds_endpoints
+    assert endpoints["reds-box"].ssh == RedsSsh("reds-box", 22, "spear", KeyFile("/keys/reds"))
+    assert (endpoints["reds-box"].port, endpoints["reds-box"].model_id) == (8010, "qwen3-coder-next")
+    managed = endpoints["reds-managed"]
+    assert (managed.inference_host, managed.ssh.host, managed.port, managed.backend.name) == (
+        "reds", "reds.internal", 8010, "reds")
