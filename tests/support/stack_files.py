@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import runpy
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -95,3 +98,22 @@ class RecordingMocks(pulumi.runtime.Mocks):
 
     def call(self, args: pulumi.runtime.MockCallArgs):
         return {}
+
+
+@contextlib.contextmanager
+def mocked_stack(raw: dict[str, Any], secret_keys: Sequence[str] = ("spear-fleet:sshPrivateKeys",)
+                 ) -> Iterator[RecordingMocks]:
+    """Pulumi mocks recording every resource, with `raw` as the `prod` stack's config."""
+    mocks = RecordingMocks()
+    pulumi.runtime.set_mocks(mocks, project="spear-fleet", stack="prod")
+    pulumi.runtime.set_all_config(engine_config(raw), list(secret_keys))
+    try:
+        yield mocks
+    finally:
+        pulumi.runtime.set_all_config({}, [])
+
+
+@pulumi.runtime.test
+def run_main() -> None:
+    """The project's program, under the mocks set."""
+    runpy.run_path(str(REPO / "__main__.py"))

@@ -6,16 +6,14 @@ check, the cookbook's verification and the smoke test."""
 from __future__ import annotations
 
 import json
-import runpy
 
-import pulumi
 import pytest
 
 from components.endpoints import reds
 from components.endpoints.reds import RedsCheckFailed, RedsTunnelCheckProvider
 from components.hostops.ssh import NoAnswer, RemoteError
 from spear import tokens
-from tests.support.stack_files import REPO, RecordingMocks, engine_config
+from tests.support.stack_files import mocked_stack, run_main
 from tests.unit.test_reds_config import reds_raw
 
 MODELS = json.dumps({"object": "list", "data": [{"id": "qwen3-coder-next"}, {"id": "other"}]})
@@ -160,16 +158,8 @@ def test_delete_touches_nothing(monkeypatch):
 
 @pytest.fixture
 def reds_program():
-    mocks = RecordingMocks()
-    pulumi.runtime.set_mocks(mocks, project="spear-fleet", stack="prod")
-    pulumi.runtime.set_all_config(engine_config(reds_raw()), ["spear-fleet:sshPrivateKeys"])
-    yield mocks
-    pulumi.runtime.set_all_config({}, [])
-
-
-@pulumi.runtime.test
-def run_main():
-    runpy.run_path(str(REPO / "__main__.py"))
+    with mocked_stack(reds_raw()) as mocks:
+        yield mocks
 
 
 def test_each_endpoint_is_its_check_verification_and_smoke_test(reds_program):
