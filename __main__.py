@@ -4,6 +4,7 @@ import dataclasses
 
 import pulumi
 
+from components.endpoints.reds import RedsEndpoint, RedsEndpointArgs
 from components.endpoints.runpod_endpoint import RunPodEndpoint, RunPodEndpointArgs
 from components.inference_host import InferenceHost, InferenceHostArgs
 from config.load import load
@@ -23,8 +24,17 @@ runpod_pods = {
     for name, pod in stack.config.runpod_pods.items()
 }
 
+# After the inference hosts: an endpoint on a managed host depends on it.
+reds_endpoints = {
+    name: RedsEndpoint(name, RedsEndpointArgs(
+        config=endpoint, private_key=stack.ssh_keys.get(name),
+        inference_host=inference_hosts[endpoint.inference_host] if endpoint.inference_host else None))
+    for name, endpoint in stack.config.reds_endpoints.items()
+}
+
 pulumi.export("inference_hosts", {name: host.outputs for name, host in inference_hosts.items()})
 pulumi.export("runpod_pods", {name: pod.outputs for name, pod in runpod_pods.items()})
+pulumi.export("reds_endpoints", {name: endpoint.outputs for name, endpoint in reds_endpoints.items()})
 # The client side's backend table, so the policy pack can check the tunnel ports for collisions.
 pulumi.export("backends", {name: dataclasses.asdict(backend)
                            for name, backend in stack.config.backends.items()})

@@ -63,6 +63,11 @@ def get(mapping: Mapping[str, Any], key: str) -> Any:
     return mapping.get(key, MISSING)
 
 
+def map_names(value: Any) -> list[str]:
+    """The names a map declares, before any check (for checks that refer to them by name)."""
+    return [name for name in value if isinstance(name, str)] if isinstance(value, Mapping) else []
+
+
 def show(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 80 else text[:77] + "..."

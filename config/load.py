@@ -26,7 +26,9 @@ _SET_SECRET = {"sshPrivateKeys": "pulumi config set --secret --path 'sshPrivateK
 @dataclass(frozen=True)
 class LoadedStack:
     config: FleetConfig
-    ssh_keys: Mapping[str, pulumi.Output[str]]  # inference host or pod name -> its key text, secret
+    # inference host, pod or REDS endpoint name -> its key text, secret (none for a REDS endpoint
+    # whose key is its ~/.ssh/config alias's IdentityFile)
+    ssh_keys: Mapping[str, pulumi.Output[str]]
     api_keys: Mapping[str, pulumi.Output[str]]  # config key (API_KEY_NAMES) -> its text, secret
 
 
@@ -95,6 +97,11 @@ def load() -> LoadedStack:
                 for name, host in cfg.inference_hosts.items()}
         keys.update({name: _key_text(name, pod.ssh.key, problems, owner="runpod.pods")
                      for name, pod in cfg.runpod_pods.items()})
+        # A managed host's endpoint logs in with the host's key; one with no key, with the
+        # IdentityFile of its ~/.ssh/config alias (read when the connection is made).
+        keys.update({name: keys[endpoint.inference_host] if endpoint.inference_host
+                     else _key_text(name, endpoint.ssh.key, problems, owner="redsEndpoints")
+                     for name, endpoint in cfg.reds_endpoints.items() if endpoint.ssh.key})
     if problems or cfg is None:
         raise StackConfigError(problems)
     return LoadedStack(cfg, {name: pulumi.Output.secret(text) for name, text in keys.items()},

@@ -154,6 +154,7 @@ class FleetConfig:
     backends: dict[str, Backend]
     runpod_pods: dict[str, RunPodPod]  # {} when the stack declares none
     api_keys: dict[str, ApiKey]  # API_KEY_NAMES given by the stack
+    reds_endpoints: dict[str, RedsEndpoint]  # {} when the stack declares none
 
 
 # --------------------------------------------------------------------------------------------
@@ -209,3 +210,36 @@ class RunPodPod:
     backend: Backend  # the client backend that reaches vLLM through the SSH tunnel
     ssh: PodSsh
     vllm: Vllm
+
+
+# --------------------------------------------------------------------------------------------
+# REDS endpoints (seed 000 §6.2.7: the `reds` backend). The REDS host is a stable host:
+# spear-fleet installs nothing there; it opens the tunnel and checks that something answers.
+
+
+@dataclass(frozen=True)
+class RedsSsh:
+    """How spear-fleet logs in to a REDS host. What the stack leaves out comes from the host's
+    entry in ~/.ssh/config when the connection is made (an alias is preferred: it already holds
+    the user, key and auth quirks), and otherwise port 22 and user root."""
+    host: str  # host name, IP address or ~/.ssh/config alias
+    port: int | None
+    user: str | None
+    key: InlineKey | KeyFile | None  # None: the alias's IdentityFile
+
+
+@dataclass(frozen=True)
+class RedsEndpoint:
+    name: str  # the key in redsEndpoints; names its resources
+    ssh: RedsSsh  # the stack's `ssh`, or the managed inference host's own login
+    address: str  # where the server listens on the host
+    port: int  # the server's port on the host (SPEAR_SERVER_PORT there)
+    model_id: str | None  # the id it must advertise; None: the first one /v1/models lists
+    backend: Backend  # the client backend whose SSH tunnel reaches it (a PORT backend)
+    inference_host: str | None  # a name in inferenceHosts when this stack manages the server
+
+    @property
+    def server(self) -> str:
+        """The config key of what serves it, for messages and the one-server-per-tunnel check."""
+        return (f"inferenceHosts.{self.inference_host}" if self.inference_host
+                else f"redsEndpoints.{self.name}")

@@ -34,14 +34,17 @@ NO_CHANGE = "no change"
 RECREATE_POD = "recreate pod"
 RESET_POD = "reset pod"
 RESTART_VLLM = "restart vLLM"
+# The REDS endpoint's own: its server is checked again, nothing on its host changes.
+RECHECK = "re-check"
 # Most disruptive first: the order of the overall line and of the list.
 CLASSES = (DELETE, RECREATE_POD, REPLACE, REBUILD, CREATE, RESET_POD, MODEL_REFETCH, RESTART_VLLM,
-           CONFIG_ONLY, NO_CHANGE)
+           CONFIG_ONLY, RECHECK, NO_CHANGE)
 # What a replacement or an update (the generic class) of these types is.
 KIND_CLASSES = {
     (tokens.RUNPOD_POD.type, REPLACE): RECREATE_POD,
     (tokens.RUNPOD_POD.type, CONFIG_ONLY): RESET_POD,
     (tokens.POD_VLLM.type, CONFIG_ONLY): RESTART_VLLM,
+    (tokens.REDS_TUNNEL_CHECK.type, CONFIG_ONLY): RECHECK,
 }
 
 # Never shown, whatever they hold (the SSH key, and the pickled provider that may embed config).
@@ -57,6 +60,7 @@ PART_NAMES = {
     tokens.RUNPOD_POD.type: "RunPod pod",
     tokens.POD_VLLM.type: "vLLM on the pod",
     tokens.ENDPOINT_VERIFICATION.type: "endpoint verification",
+    tokens.REDS_TUNNEL_CHECK.type: "REDS tunnel check",
 }
 
 # What an in-place update of each kind does on the host.
@@ -67,8 +71,16 @@ UPDATE_MEANING = {
     tokens.LAUNCHER.type: "rewrites serve.sh; nothing is rebuilt",
     tokens.SYSTEMD_UNIT.type: "daemon-reload and restart, then waits for /health and checks the unit is"
                     " in its slice",
-    tokens.SMOKE_TEST.type: "asks the restarted server for SPEAR-BACKEND-OK again",
+    tokens.SMOKE_TEST.type: "asks the server for SPEAR-BACKEND-OK again",
     tokens.ENDPOINT_VERIFICATION.type: "re-verifies the endpoint: model list, completion, tool call",
+    tokens.REDS_TUNNEL_CHECK.type: "re-checks the tunnel: nothing is installed on a REDS host",
+}
+# Kinds whose create or delete is not what OP_MEANING says of the others.
+KIND_MEANING = {
+    (tokens.REDS_TUNNEL_CHECK.type, CREATE): "opens the tunnel and checks that something answers:"
+                                             " nothing is installed on a REDS host",
+    (tokens.REDS_TUNNEL_CHECK.type, DELETE): "forgotten: nothing was installed on the REDS host,"
+                                             " so nothing is removed",
 }
 OP_MEANING = {
     REBUILD: "builds llama-server from the new source on the host and points `current` at it"
@@ -170,7 +182,7 @@ def _details(kind: str, old: Mapping[str, Any], new: Mapping[str, Any]) -> list[
         return lines + [f"`{k}` changed" for k in _changed_keys(old, new)
                         if k not in ("command_line", "endpoint", "pod_started_at")]
     if kind == tokens.SMOKE_TEST.type and _changed_keys(old.get("triggers") or {}, new.get("triggers") or {}):
-        return ["runs again: the service it checks restarts"]
+        return ["runs again: what it checks restarts or is checked again"]
     return [f"`{k}` changed" for k in _changed_keys(old, new)]
 
 
@@ -194,11 +206,15 @@ def _part(step: Mapping[str, Any]) -> Part:
     change = KIND_CLASSES.get((kind, change), change)
     old, new = _inputs(step, "oldState"), _inputs(step, "newState")
     details = _details(kind, old, new) if old and new else []
+    problem = ((step.get("oldState") or {}).get("outputs") or {}).get("problem")
+    if kind == tokens.REDS_TUNNEL_CHECK.type and problem:
+        details.insert(0, f"refresh found: {problem}")
     if step.get("replaceReasons"):
         reasons = [r for r in step["replaceReasons"] if r not in HIDDEN_INPUTS]
         details.insert(0, f"replaced because {', '.join(reasons) or 'a hidden input'} changed")
-    meaning = (UPDATE_MEANING.get(kind, "updated in place; nothing is rebuilt")
-               if change in (CONFIG_ONLY, MODEL_REFETCH) else OP_MEANING.get(change, ""))
+    meaning = KIND_MEANING.get((kind, change)) or (
+        UPDATE_MEANING.get(kind, "updated in place; nothing is rebuilt")
+        if change in (CONFIG_ONLY, MODEL_REFETCH, RECHECK) else OP_MEANING.get(change, ""))
     return Part(_part_name(step), kind, step["urn"].rsplit("::", 1)[1], change, meaning, details)
 
 
@@ -225,7 +241,7 @@ def overall(all_parts: list[Part]) -> str:
     if not changes:
         return "no changes"
     restart = any(p.change != NO_CHANGE and p.kind == tokens.SYSTEMD_UNIT.type for p in all_parts)
-    if changes <= {MODEL_REFETCH, CONFIG_ONLY}:
+    if changes <= {MODEL_REFETCH, CONFIG_ONLY, RECHECK}:
         return (("restart, no rebuild" if restart else "in place, no restart")
                 + (" (after a model re-fetch)" if MODEL_REFETCH in changes else ""))
     first = next(c for c in CLASSES if c in changes)

@@ -36,6 +36,10 @@ ENDPOINT_VERIFICATION = Token("EndpointVerification")
 RUNPOD_POD = Token("RunPodPod")
 POD_VLLM = Token("PodVllm")
 
+# The dynamic resource of the REDS endpoint (components/endpoints/reds.py): it installs nothing.
+REDS_TUNNEL_CHECK = Token("RedsTunnelCheck")
+
 # Components.
 INFERENCE_HOST = "spear:inference:InferenceHost"
 RUNPOD_ENDPOINT = "spear:endpoints:RunPodEndpoint"
+REDS_ENDPOINT = "spear:endpoints:RedsEndpoint"

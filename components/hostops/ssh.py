@@ -1,12 +1,15 @@
 """SSH to a host, for the dynamic resources that change something on it.
 
 Runs inside Pulumi's dynamic-provider process, where resource inputs arrive as plain values:
-the connection is a dict `{host, port, user, private_key}` (a Pulumi secret in state).
+the connection is a dict `{host, port, user, private_key}` (a Pulumi secret in state). The host
+may be an `~/.ssh/config` alias: its entry is applied where the connection is made, as `ssh`
+would apply it (`resolve_connection`).
 """
 
 from __future__ import annotations
 
 import io
+import os
 import shlex
 import socket
 import time
@@ -17,10 +20,26 @@ from typing import Any
 import paramiko
 
 _KEY_TYPES = (paramiko.Ed25519Key, paramiko.ECDSAKey, paramiko.RSAKey)
+# Another ssh_config file than ~/.ssh/config (the provider process inherits it from `pulumi`).
+SSH_CONFIG_ENV = "SPEAR_SSH_CONFIG"
+DEFAULT_PORT = 22
+DEFAULT_USER = "root"  # the fleet's default login, as the config's for inference hosts
+# RFC 4254 §5.1: why the host's sshd would not open a channel to a port. It says "connect
+# failed" for every failed connect; to a port on the host's own loopback that is a refusal.
+_OPEN_FAILURES = {1: "port forwarding is not allowed by the host's sshd",
+                  2: "connection refused", 4: "the host's sshd is short of resources"}
 
 
 class RemoteError(Exception):
     """A command on the host failed; the message says which and shows its output."""
+
+
+class NoAnswer(ConnectionError):
+    """Nothing accepted a connection to the port on the host; `reason` says why in a few words."""
+
+    def __init__(self, where: str, address: str, port: int, reason: str) -> None:
+        super().__init__(f"nothing answers on {address}:{port} on {where} ({reason})")
+        self.reason = reason
 
 
 @dataclass(frozen=True)
@@ -30,9 +49,41 @@ class Result:
     stderr: str
 
 
-def connection_input(host: str, port: int, user: str, private_key: Any) -> dict[str, Any]:
-    """The `connection` input every host resource takes (secret because of the key)."""
+def connection_input(host: str, port: int | None, user: str | None,
+                     private_key: Any) -> dict[str, Any]:
+    """The `connection` input every host resource takes (secret because of the key); a port,
+    user or key left None comes from the host's ssh_config entry (resolve_connection)."""
     return {"host": host, "port": port, "user": user, "private_key": private_key}
+
+
+def resolve_connection(connection: Mapping[str, Any],
+                       config_path: str | None = None) -> dict[str, Any]:
+    """The connection as `ssh <host>` would make it: the HostName the host's ssh_config entry
+    names, and its Port, User and IdentityFile (read here) where the connection leaves them out
+    (None); otherwise port 22 and user root. The file: config_path, $SPEAR_SSH_CONFIG, or
+    ~/.ssh/config; none is no entry."""
+    path = config_path or os.environ.get(SSH_CONFIG_ENV) or os.path.expanduser("~/.ssh/config")
+    alias = connection["host"]
+    try:
+        entry = paramiko.SSHConfig.from_path(path).lookup(alias) if os.path.isfile(path) else {}
+    except paramiko.ssh_exception.ConfigParseError as err:
+        raise RemoteError(f"cannot read {path}: {err}") from err
+    return {
+        "host": entry.get("hostname", alias),
+        "port": int(connection.get("port") or entry.get("port", DEFAULT_PORT)),
+        "user": connection.get("user") or entry.get("user", DEFAULT_USER),
+        "private_key": connection.get("private_key") or _identity(alias, entry, path),
+    }
+
+
+def _identity(alias: str, entry: Mapping[str, Any], path: str) -> str:
+    """The text of the first IdentityFile of the entry that exists."""
+    for file in entry.get("identityfile", []):
+        if os.path.isfile(file):
+            with open(file, encoding="utf-8") as key_file:
+                return key_file.read()
+    raise RemoteError(f"no SSH key for {alias}: the stack gives none (ssh.privateKeyPath or"
+                      f" sshPrivateKeys.<name>), and {path} names no IdentityFile for it that exists")
 
 
 def _load_key(text: str) -> paramiko.PKey:
@@ -47,8 +98,11 @@ def _load_key(text: str) -> paramiko.PKey:
 class Session:
     """One SSH connection: run commands, move files, open a channel to a port on the host."""
 
-    def __init__(self, connection: dict[str, Any], connect_timeout: float = 20.0) -> None:
-        self.where = f"{connection['user']}@{connection['host']}:{connection['port']}"
+    def __init__(self, connection: Mapping[str, Any], connect_timeout: float = 20.0) -> None:
+        alias = connection["host"]
+        connection = resolve_connection(connection)
+        self.where = f"{connection['user']}@{connection['host']}:{connection['port']}" + (
+            f" ({alias})" if alias != connection["host"] else "")
         self._client = paramiko.SSHClient()
         # Trust on first use, as `ssh -o StrictHostKeyChecking=accept-new` does: hosts here
         # are reached by key, and the local test hosts get new host keys on every boot.
@@ -140,8 +194,11 @@ class Session:
             channel = transport.open_channel(
                 "direct-tcpip", (address, port), ("127.0.0.1", 0), timeout=timeout
             )
-        except (paramiko.ChannelException, paramiko.SSHException, socket.error) as err:
-            raise ConnectionError(f"nothing answers on {address}:{port} on {self.where}") from err
+        except paramiko.ChannelException as err:
+            raise NoAnswer(self.where, address, port,
+                           _OPEN_FAILURES.get(err.code, err.text)) from err
+        except (paramiko.SSHException, socket.error) as err:
+            raise NoAnswer(self.where, address, port, str(err) or type(err).__name__) from err
         channel.settimeout(timeout)
         head = (
             f"{method} {path} HTTP/1.1\r\nHost: {address}:{port}\r\nConnection: close\r\n"

@@ -11,13 +11,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from config.checker import Checker, get
-from config.schema import backends, hosts, runpod
+from config.checker import Checker, get, map_names
+from config.schema import backends, hosts, reds, runpod
 from config.types import API_KEY_NAMES, FleetConfig
 
-TOP_KEYS = backends.KEYS + hosts.KEYS + runpod.KEYS
+TOP_KEYS = backends.KEYS + hosts.KEYS + runpod.KEYS + reds.KEYS
 # Keys whose value is an object (the loader reads them as JSON).
-OBJECT_KEYS = backends.KEYS + hosts.KEYS + runpod.OBJECT_KEYS
+OBJECT_KEYS = backends.KEYS + hosts.KEYS + runpod.OBJECT_KEYS + reds.KEYS
 
 
 def parse(raw: Mapping[str, Any]) -> FleetConfig:
@@ -26,11 +26,23 @@ def parse(raw: Mapping[str, Any]) -> FleetConfig:
     for unknown in sorted(set(raw) - set(TOP_KEYS)):
         check.report(unknown, "an unknown key", "one of " + ", ".join(TOP_KEYS))
     backend_table = backends.parse(check, get(raw, "backends"))
+    host_names = map_names(get(raw, "inferenceHosts"))
+    pod_names = runpod.pod_names(get(raw, "runpod"))
+    endpoint_names = map_names(get(raw, "redsEndpoints"))
     inference_hosts = hosts.parse(check, get(raw, "inferenceHosts"), get(raw, "sshPrivateKeys"),
-                                  backend_table, runpod.pod_names(get(raw, "runpod")))
+                                  backend_table,
+                                  {"pods": pod_names, "REDS endpoints": endpoint_names})
     runpod_pods, api_keys = runpod.parse(
         check, get(raw, "runpod"), {name: get(raw, name) for name in API_KEY_NAMES},
         get(raw, "sshPrivateKeys"), backend_table, inference_hosts)
+    reds_endpoints = reds.parse(check, get(raw, "redsEndpoints"), get(raw, "sshPrivateKeys"),
+                                backend_table, inference_hosts, host_names,
+                                other_names=[*host_names, *pod_names])
+    backends.check_one_server_per_tunnel(check, inference_hosts, [
+        *((f"runpod.pods.{name}", pod.backend, f"runpod.pods.{name}")
+          for name, pod in runpod_pods.items()),
+        *((f"redsEndpoints.{name}", endpoint.backend, endpoint.server)
+          for name, endpoint in reds_endpoints.items())])
     check.raise_if_any()
     return FleetConfig(inference_hosts=inference_hosts, backends=backend_table,
-                       runpod_pods=runpod_pods, api_keys=api_keys)
+                       runpod_pods=runpod_pods, api_keys=api_keys, reds_endpoints=reds_endpoints)

@@ -8,10 +8,11 @@ read the table from here.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from config.checker import MISSING, Checker, get
-from config.types import API, BACKEND_KINDS, PORT, Backend
+from config.types import API, BACKEND_KINDS, PORT, Backend, InferenceHost
 
 KEYS = ("backends",)
 
@@ -65,3 +66,23 @@ def _check_distinct(check: Checker, table: dict[str, Backend]) -> None:
                        "different backends must be able to be up at once")
         else:
             first[backend.port] = name
+
+
+def check_one_server_per_tunnel(check: Checker, hosts: Mapping[str, InferenceHost],
+                                users: Iterable[tuple[str, Backend | None, str]]) -> None:
+    """A backend's client port tunnels to one server.
+
+    The inference hosts hold their backends first; then each user (its config key, its backend,
+    the config key of the server it reaches) must take a backend no other server holds.
+    """
+    # (A backend is None only when the backend table had a problem, reported already.)
+    servers = {host.backend.name: f"inferenceHosts.{name}"
+               for name, host in hosts.items() if host.backend}
+    for key, backend, server in users:
+        if backend is None:
+            continue
+        other = servers.setdefault(backend.name, server)
+        if other != server:
+            check.fail(f"{key}.backend", backend.name,
+                       f"a backend {other} does not use: the client's port {backend.port}"
+                       " tunnels to one server")

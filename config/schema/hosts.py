@@ -35,18 +35,20 @@ _KEY_CHOICE = ("exactly one of {owner}.ssh.privateKeyPath (a key file) or"
 
 def parse(check: Checker, value: Any, keys_value: Any,
           backends: Mapping[str, Backend] | None,
-          other_key_owners: Collection[str] = ()) -> dict[str, InferenceHost]:
-    """other_key_owners: the names besides the inference hosts (the RunPod pods) that may have a
-    key in sshPrivateKeys."""
+          other_key_owners: Mapping[str, Collection[str]] | None = None) -> dict[str, InferenceHost]:
+    """other_key_owners: besides the inference hosts, what else may have a key in
+    sshPrivateKeys, by kind (e.g. {"pods": [...], "REDS endpoints": [...]})."""
     hosts = check.named_map("inferenceHosts", value, "an inference host")
     secret_keys = _secret_keys(check, keys_value)
     if hosts is None:
         return {}
+    owners = {kind: names for kind, names in (other_key_owners or {}).items() if names}
+    other_names = [name for names in owners.values() for name in names]
     if secret_keys is not None:
-        for name in sorted(set(secret_keys) - set(hosts) - set(other_key_owners)):
+        for name in sorted(set(secret_keys) - set(hosts) - set(other_names)):
             check.report(f"sshPrivateKeys.{name}", "a key for an undeclared host",
-                         "one of the inferenceHosts" + (" or pods" if other_key_owners else "")
-                         + ": " + ", ".join([*hosts, *other_key_owners]))
+                         "one of the inferenceHosts" + "".join(f" or {kind}" for kind in owners)
+                         + ": " + ", ".join([*hosts, *other_names]))
     parsed = {}
     for name, item in hosts.items():
         host = _host(check, name, item, (secret_keys or {}).get(name, MISSING), backends)
@@ -66,6 +68,13 @@ def _secret_keys(check: Checker, value: Any) -> dict[str, Any] | None:
                      "a map of inference host name -> private key")
         return None
     return dict(value)
+
+
+def ssh_key_entry(keys_value: Any, name: str) -> Any:
+    """`name`'s entry in sshPrivateKeys; None when the map itself is bad (parse reports it)."""
+    if keys_value is MISSING:
+        return MISSING
+    return get(keys_value, name) if isinstance(keys_value, Mapping) else None
 
 
 def _host(check: Checker, name: str, value: Any, secret_key: Any,

@@ -14,9 +14,9 @@ import urllib.parse
 from collections.abc import Mapping
 from typing import Any
 
-from config.checker import MISSING, USER, Checker, get
+from config.checker import MISSING, USER, Checker, get, map_names
 from config.schema.hosts import _backend as hosts_backend
-from config.schema.hosts import _private_key
+from config.schema.hosts import _private_key, ssh_key_entry
 from config.types import (API_KEY_NAMES, CLOUD_TYPES, ApiKey, Backend, InferenceHost, PodSsh,
                           RunPodPod, Vllm)
 from spear.rules import COMMIT, COMMIT_TEXT, is_loopback
@@ -46,8 +46,7 @@ _API_KEY = re.compile(r"[!-~]+")
 
 def pod_names(value: Any) -> list[str]:
     """The pod names a stack declares, before any check (for the sshPrivateKeys name check)."""
-    pods = value.get("pods") if isinstance(value, Mapping) else None
-    return [name for name in pods if isinstance(name, str)] if isinstance(pods, Mapping) else []
+    return map_names(value.get("pods") if isinstance(value, Mapping) else None)
 
 
 def parse(check: Checker, value: Any, api_key_values: Mapping[str, Any], ssh_keys_value: Any,
@@ -66,7 +65,7 @@ def parse(check: Checker, value: Any, api_key_values: Mapping[str, Any], ssh_key
                          default=DEFAULT_API_URL)
     parsed = {}
     for name, item in pods.items():
-        pod = _pod(check, name, item, api_url, _secret_key(ssh_keys_value, name), backends)
+        pod = _pod(check, name, item, api_url, ssh_key_entry(ssh_keys_value, name), backends)
         if pod is not None:
             parsed[name] = pod
     _check_fleet(check, parsed, inference_hosts)
@@ -96,13 +95,6 @@ def _api_key(check: Checker, name: str, value: Any, required: bool) -> ApiKey | 
         check.report(name, described, "one line of printable characters without spaces")
         return None
     return ApiKey(value)
-
-
-def _secret_key(ssh_keys_value: Any, name: str) -> Any:
-    """The pod's entry in sshPrivateKeys; None when the map itself is bad (hosts reports it)."""
-    if ssh_keys_value is MISSING:
-        return MISSING
-    return get(ssh_keys_value, name) if isinstance(ssh_keys_value, Mapping) else None
 
 
 def _pod(check: Checker, name: str, value: Any, api_url: str | None, secret_key: Any,
@@ -223,18 +215,8 @@ def _vllm(check: Checker, key: str, value: Any, gpu_count: int | None) -> Vllm |
 
 def _check_fleet(check: Checker, pods: Mapping[str, RunPodPod],
                  inference_hosts: Mapping[str, InferenceHost]) -> None:
-    """A name has one key in sshPrivateKeys; a backend's client port tunnels to one server."""
-    # (A backend is None only when the backend table had a problem, reported already.)
-    backend_users: dict[str, str] = {host.backend.name: f"inferenceHosts.{name}"
-                                     for name, host in inference_hosts.items() if host.backend}
-    for name, pod in pods.items():
+    """A name has one key in sshPrivateKeys (each backend's one server is checked in parse())."""
+    for name in pods:
         if name in inference_hosts:
             check.fail(f"runpod.pods.{name}", name,
                        "a name no inference host has: sshPrivateKeys.<name> holds one key")
-        if pod.backend is None:
-            continue
-        other = backend_users.setdefault(pod.backend.name, f"runpod.pods.{name}")
-        if other != f"runpod.pods.{name}":
-            check.fail(f"runpod.pods.{name}.backend", pod.backend.name,
-                       f"a backend {other} does not use: the client's port"
-                       f" {pod.backend.port} tunnels to one server")

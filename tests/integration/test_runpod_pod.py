@@ -10,7 +10,6 @@ previous one left.
 from __future__ import annotations
 
 import json
-import shutil
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -26,7 +25,7 @@ from components.hostops.ssh import Session
 from localhosts.host import host_status
 from spear.cache import cache_dir
 from spear.review import overall, parts
-from tests.support.engine import REPO, Project, engine_env
+from tests.support.engine import REPO, Project, engine_env, without_inference_hosts
 from tests.support.runpod_api_standin import NspawnPods, RunPodApiStandIn
 
 STACK = "pod"
@@ -40,27 +39,6 @@ REVISION = "da6e2ed27304dd39abadd9c82ef50e8de67bdd4c"
 NEW_REVISION = "0123456789abcdef0123456789abcdef01234567"
 SERVED = "qwen3-coder-next"
 SMOKE = f"end_turn | {EXPECTED_TEXT} | ()"
-
-# The project's own program, with the stack's inference host left out: the config needs one,
-# and this scenario is about the pod.
-PODS_ONLY = '''
-import dataclasses
-import runpy
-
-import config.load
-
-load_all = config.load.load
-
-
-def load_pods_only():
-    stack = load_all()
-    return dataclasses.replace(stack, config=dataclasses.replace(stack.config, inference_hosts={}))
-
-
-config.load.load = load_pods_only
-runpy.run_path("fleet_main.py")
-'''
-
 
 def key_file(path: Path) -> Path:
     key = Ed25519PrivateKey.generate().private_bytes(
@@ -85,8 +63,7 @@ def pod_key(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def project(standin, pod_key, tmp_path_factory):
     workdir = tmp_path_factory.mktemp("runpod")
-    proj = Project(workdir, engine_env(), program=PODS_ONLY)
-    shutil.copy(REPO / "__main__.py", proj.dir / "fleet_main.py")
+    proj = without_inference_hosts(workdir, engine_env())
     local = yaml.safe_load((REPO / "stacks" / "Pulumi.local.yaml").read_text())["config"]
     config = {key.split(":", 1)[1]: value for key, value in local.items()}
     config["inferenceHosts"]["local"]["ssh"]["privateKeyPath"] = str(pod_key)  # never used

@@ -145,6 +145,34 @@ class Project:
         return self.pulumi("stack", "export", "--stack", stack).stdout
 
 
+# The project's own program (as fleet_main.py) with the stack's inference hosts left out: the
+# config needs one, and some scenarios are about the other things a stack declares.
+_WITHOUT_INFERENCE_HOSTS = '''
+import dataclasses
+import runpy
+
+import config.load
+
+load_all = config.load.load
+
+
+def load_without_inference_hosts():
+    stack = load_all()
+    return dataclasses.replace(stack, config=dataclasses.replace(stack.config, inference_hosts={}))
+
+
+config.load.load = load_without_inference_hosts
+runpy.run_path("fleet_main.py")
+'''
+
+
+def without_inference_hosts(workdir: Path, env: dict[str, str]) -> Project:
+    """A project copy whose program leaves the stack's inference hosts out."""
+    project = Project(workdir, env, program=_WITHOUT_INFERENCE_HOSTS)
+    shutil.copy(REPO / "__main__.py", project.dir / "fleet_main.py")
+    return project
+
+
 def repo_stack(workdir: Path, stack: str) -> Project:
     """A project copy holding stacks/Pulumi.<stack>.yaml as committed, the stack created.
 

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import runpy
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +42,19 @@ def with_placeholder_keys(raw: dict[str, Any]) -> dict[str, Any]:
     keys = {name: DUMMY_KEY for name, host in raw["inferenceHosts"].items()
             if "privateKeyPath" not in host.get("ssh", {})}
     return {**raw, "sshPrivateKeys": keys} if keys else raw
+
+
+def commented_example(stack: str, key: str) -> Any:
+    """The value of a key a stack file shows commented out (`  # spear-fleet:<key>:` and the
+    lines under it, each `  #  ...`), as YAML reads it once uncommented."""
+    lines = (REPO / "stacks" / f"Pulumi.{stack}.yaml").read_text().splitlines()
+    start = lines.index(f"  # spear-fleet:{key}:")
+    block = [lines[start]]
+    for line in lines[start + 1:]:
+        if not line.startswith("  #  "):
+            break
+        block.append(line)
+    return yaml.safe_load("\n".join(line.replace("# ", "", 1) for line in block))[f"{NAMESPACE}:{key}"]
 
 
 def stack_host(stack: str, **changes: dict[str, Any]) -> InferenceHost:
@@ -82,3 +98,22 @@ class RecordingMocks(pulumi.runtime.Mocks):
 
     def call(self, args: pulumi.runtime.MockCallArgs):
         return {}
+
+
+@contextlib.contextmanager
+def mocked_stack(raw: dict[str, Any], secret_keys: Sequence[str] = ("spear-fleet:sshPrivateKeys",)
+                 ) -> Iterator[RecordingMocks]:
+    """Pulumi mocks recording every resource, with `raw` as the `prod` stack's config."""
+    mocks = RecordingMocks()
+    pulumi.runtime.set_mocks(mocks, project="spear-fleet", stack="prod")
+    pulumi.runtime.set_all_config(engine_config(raw), list(secret_keys))
+    try:
+        yield mocks
+    finally:
+        pulumi.runtime.set_all_config({}, [])
+
+
+@pulumi.runtime.test
+def run_main() -> None:
+    """The project's program, under the mocks set."""
+    runpy.run_path(str(REPO / "__main__.py"))

@@ -4,28 +4,17 @@ stays secret is checked on the real engine's state, in test_inference_host.py.)"
 
 from __future__ import annotations
 
-import runpy
-
-import pulumi
 import pytest
 
 from spear import tokens
-from tests.support.stack_files import REPO, SEED_COMMAND_LINE, RecordingMocks, engine_config, prod_raw
-
+from tests.support.stack_files import (SEED_COMMAND_LINE, RecordingMocks, mocked_stack, prod_raw,
+                                       run_main)
 
 
 @pytest.fixture
 def prod_program():
-    mocks = RecordingMocks()
-    pulumi.runtime.set_mocks(mocks, project="spear-fleet", stack="prod")
-    pulumi.runtime.set_all_config(engine_config(prod_raw()), ["spear-fleet:sshPrivateKeys"])
-    yield mocks
-    pulumi.runtime.set_all_config({}, [])
-
-
-@pulumi.runtime.test
-def run_main():
-    runpy.run_path(str(REPO / "__main__.py"))
+    with mocked_stack(prod_raw()) as mocks:
+        yield mocks
 
 
 def types(mocks: RecordingMocks) -> dict[str, str]:

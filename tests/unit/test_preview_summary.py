@@ -238,3 +238,43 @@ def test_a_new_gpu_type_recreates_the_pod_and_a_new_image_resets_it():
                              pod(image_name="vllm/vllm-openai:v0.25.0")))
     assert text.startswith("### `prod`: reset pod\n")
     assert "it restarts on a new SSH port and vLLM is started there again." in text
+
+
+# ---------------------------------------------------------------------------------------------
+# The REDS endpoint: a check that installs nothing, made and re-made by its provider's own diff.
+
+from components.endpoints.reds import RedsTunnelCheckProvider  # noqa: E402 (this section's own)
+
+PART_TYPES.update({"-check": tokens.REDS_TUNNEL_CHECK})
+REDS_INPUTS = {"endpoint": "box", "ssh_host": "reds-box", "address": "127.0.0.1", "port": 8010,
+               "expected_model_id": None, "managed_by": None, "triggers": {}}
+SILENT = ("reds endpoint box: nothing answers on 127.0.0.1:8010 on reds-box (connection refused)."
+          " Start the inference server on that host yourself")
+
+
+def test_a_new_reds_endpoint_checks_the_tunnel_and_installs_nothing():
+    text = summary_of(step("create", "box-check", None, REDS_INPUTS))
+    assert text.startswith("### `prod`: create\n")
+    assert ("- **REDS tunnel check** (`box-check`): **create**: opens the tunnel and checks that"
+            " something answers: nothing is installed on a REDS host.") in text
+    text = summary_of(step("delete", "box-check", REDS_INPUTS, None))
+    assert "**delete**: forgotten: nothing was installed on the REDS host, so nothing is removed." in text
+
+
+def test_an_endpoint_refresh_found_silent_is_a_re_check_saying_what_refresh_found():
+    refreshed = {**REDS_INPUTS, "answering": False, "problem": SILENT, "model_ids": [],
+                 "model_id": "qwen3-coder-next"}
+    # The provider's diff of what refresh recorded against the same inputs is what the engine steps.
+    assert RedsTunnelCheckProvider().diff("id", refreshed, REDS_INPUTS).changes
+    checked = step("update", "box-check", REDS_INPUTS, REDS_INPUTS)
+    checked["oldState"]["outputs"] = refreshed
+    smoke = step("update", "box-smoke-test", {"triggers": {"checked_at": 1}},
+                 {"triggers": {"checked_at": preview_summary.UNKNOWN}})
+    # (Not summary_of: the problem rightly says "connection refused".)
+    text = summarize({"steps": [checked, smoke]}, None)
+    assert "PRIVATE KEY" not in text
+    assert text.startswith("### `prod`: in place, no restart\n")
+    assert ("- **REDS tunnel check** (`box-check`): **re-check**: re-checks the tunnel: nothing is"
+            " installed on a REDS host.\n") in text
+    assert f"  - refresh found: {SILENT}\n" in text
+    assert "  - runs again: what it checks restarts or is checked again\n" in text

@@ -5,12 +5,10 @@ ports here), and what the component declares under Pulumi's mocks."""
 from __future__ import annotations
 
 import json
-import runpy
 import urllib.error
 import urllib.request
 from typing import Any
 
-import pulumi
 import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -23,7 +21,7 @@ from components.endpoints.runpod_pod import (CREATE_ONLY, UPDATABLE, RunPodError
 from spear import tokens
 from tests.support.policy_harness import COOKBOOK_VLLM_COMMAND_LINE
 from tests.support.runpod_api_standin import Contract, PortsOnly, RunPodApiStandIn
-from tests.support.stack_files import REPO, RecordingMocks, engine_config
+from tests.support.stack_files import mocked_stack, run_main
 from tests.unit.test_runpod_config import SECRETS, pod_raw
 
 KEY = "rpa_STANDIN"
@@ -234,19 +232,11 @@ def private_key() -> str:
 
 @pytest.fixture
 def pod_program():
-    mocks = RecordingMocks()
-    pulumi.runtime.set_mocks(mocks, project="spear-fleet", stack="prod")
     key = private_key()
     raw = pod_raw()
     raw["sshPrivateKeys"]["gpu"] = key
-    pulumi.runtime.set_all_config(engine_config(raw), SECRETS)
-    yield mocks, key
-    pulumi.runtime.set_all_config({}, [])
-
-
-@pulumi.runtime.test
-def run_main():
-    runpy.run_path(str(REPO / "__main__.py"))
+    with mocked_stack(raw, SECRETS) as mocks:
+        yield mocks, key
 
 
 def test_a_declared_pod_is_an_endpoint_of_a_pod_and_vllm_each_with_its_own_type(pod_program):

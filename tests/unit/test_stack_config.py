@@ -204,15 +204,21 @@ BAD = [
 ]
 
 
-@pytest.mark.parametrize("raw,key,allowed", [case[1:] for case in BAD], ids=[case[0] for case in BAD])
-def test_bad_value_is_refused_naming_key_and_allowed(mocks, raw, key, allowed):
-    # Through load() as the program runs it, so each case also proves nothing was registered.
+def allowed_for(mocks: RecordingMocks, raw: dict[str, Any], key: str,
+                secret_keys: list[str]) -> str:
+    """What the refusal of `raw` says is allowed at `key`. Through load() as the program runs
+    it, so it also proves nothing was registered."""
     with pytest.raises(StackConfigError) as error:
-        run_program(engine_config(raw), SECRET)
+        run_program(engine_config(raw), secret_keys)
     assert list(mocks.resources) == []
     line = problem_line(error.value, key)
     assert "; allowed: " in line
-    assert allowed in line.split("; allowed: ", 1)[1]
+    return line.split("; allowed: ", 1)[1]
+
+
+@pytest.mark.parametrize("raw,key,allowed", [case[1:] for case in BAD], ids=[case[0] for case in BAD])
+def test_bad_value_is_refused_naming_key_and_allowed(mocks, raw, key, allowed):
+    assert allowed in allowed_for(mocks, raw, key, SECRET)
 
 
 def test_bad_cases_are_many_and_distinct():

@@ -1,0 +1,129 @@
+"""`redsEndpoints`: the REDS endpoints of seed 000 §6.2.7 (the `reds` backend), by name.
+
+The REDS host is a stable host: spear-fleet installs nothing there, it opens the tunnel and checks
+that something answers. An endpoint is either a server someone runs by hand on a host that
+spear-fleet only logs in to (`ssh`, preferably an `~/.ssh/config` alias, and the server's `port`),
+or the server of an inference host this stack manages (`inferenceHost`: the host's SSH login and
+server port). With `ssh`, the key is a key file (`ssh.privateKeyPath`), a secret in the fleet's
+`sshPrivateKeys.<name>`, or else the alias's IdentityFile, read when the connection is made.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Collection, Mapping
+from typing import Any
+
+from config.checker import HOSTNAME, MISSING, USER, Checker, get
+from config.schema.hosts import _backend, _private_key, ssh_key_entry
+from config.types import Backend, InferenceHost, RedsEndpoint, RedsSsh
+
+KEYS = ("redsEndpoints",)
+
+DEFAULT_PORT = 8010  # SPEAR_SERVER_PORT on the REDS host in the seed's profile
+LOOPBACK = "127.0.0.1"  # where a hand-run server listens: clients reach it through the tunnel
+
+_ENDPOINT_KEYS = ("inferenceHost", "ssh", "port", "modelId", "backend")
+_SSH_KEYS = ("host", "port", "user", "privateKeyPath")
+# An id as /v1/models lists it (a name, a Hugging Face id, a model path): one printable word.
+_MODEL_ID = re.compile(r"[!-~]{1,256}")
+_ONE_OF = ("exactly one of inferenceHost (a name in inferenceHosts: the server this stack"
+           " manages there) or ssh {host, port?, user?, privateKeyPath?} (a host whose server"
+           " someone else runs, on `port`)")
+
+
+def parse(check: Checker, value: Any, ssh_keys_value: Any,
+          backends: Mapping[str, Backend] | None, inference_hosts: Mapping[str, InferenceHost],
+          declared_hosts: Collection[str], other_names: Collection[str]) -> dict[str, RedsEndpoint]:
+    """declared_hosts: every name under inferenceHosts, parsed or not (a host with a problem of
+    its own is not also unknown); other_names: the names the hosts and pods already take."""
+    endpoints = check.named_map("redsEndpoints", value, "a REDS endpoint", required=False)
+    if endpoints is None:
+        return {}
+    parsed = {}
+    for name, item in endpoints.items():
+        if name in other_names:
+            check.fail(f"redsEndpoints.{name}", name, "a name no inference host or pod has:"
+                       " sshPrivateKeys.<name> holds one key, and resources are named after it")
+            continue  # its key in sshPrivateKeys, say, is the other's
+        endpoint = _endpoint(check, name, item, ssh_key_entry(ssh_keys_value, name), backends,
+                             inference_hosts, declared_hosts)
+        if endpoint is not None:
+            parsed[name] = endpoint
+    return parsed
+
+
+def _endpoint(check: Checker, name: str, value: Any, secret_key: Any,
+              backends: Mapping[str, Backend] | None, inference_hosts: Mapping[str, InferenceHost],
+              declared_hosts: Collection[str]) -> RedsEndpoint | None:
+    start = check.mark()
+    prefix = f"redsEndpoints.{name}"
+    endpoint = check.obj(prefix, value, _ENDPOINT_KEYS)
+    if endpoint is None:
+        return None
+    model_id = get(endpoint, "modelId")
+    model_id = None if model_id is MISSING else check.pattern(
+        f"{prefix}.modelId", model_id, _MODEL_ID,
+        "a model id as /v1/models lists it (printable characters, no spaces; at most 256)")
+    backend = _backend(check, f"{prefix}.backend", get(endpoint, "backend"), backends)
+    host_name, ssh = get(endpoint, "inferenceHost"), get(endpoint, "ssh")
+    if (host_name is MISSING) == (ssh is MISSING):
+        check.report(prefix, "neither inferenceHost nor ssh" if host_name is MISSING
+                     else "both inferenceHost and ssh", _ONE_OF)
+        return None
+    if host_name is not MISSING:
+        served = _managed(check, name, endpoint, host_name, secret_key, inference_hosts,
+                          declared_hosts)
+    else:
+        served = _by_hand(check, name, endpoint, ssh, secret_key)
+    if served is None or not check.clean_since(start):
+        return None
+    login, address, port = served
+    return RedsEndpoint(name, login, address, port, model_id, backend,
+                        host_name if host_name is not MISSING else None)
+
+
+def _managed(check: Checker, name: str, endpoint: dict, host_name: Any, secret_key: Any,
+             inference_hosts: Mapping[str, InferenceHost], declared_hosts: Collection[str]
+             ) -> tuple[RedsSsh, str, int] | None:
+    """The managed host's login, server address and port."""
+    prefix = f"redsEndpoints.{name}"
+    if host_name not in declared_hosts:
+        check.fail(f"{prefix}.inferenceHost", host_name,
+                   "one of the inferenceHosts: " + ", ".join(declared_hosts))
+        return None
+    if get(endpoint, "port") is not MISSING:
+        check.fail(f"{prefix}.port", endpoint["port"], f"no port with inferenceHost: the server's"
+                   f" port is inferenceHosts.{host_name}.server.port")
+    if secret_key not in (MISSING, None):
+        check.report(f"sshPrivateKeys.{name}", f"a key for an endpoint on inferenceHosts.{host_name}",
+                     f"no key: it logs in as inferenceHosts.{host_name} does")
+    host = inference_hosts.get(host_name)
+    if host is None:  # the host has problems of its own, reported already
+        return None
+    login = RedsSsh(host.ssh.host, host.ssh.port, host.ssh.user, host.ssh.key)
+    return login, host.server.host, host.server.port
+
+
+def _by_hand(check: Checker, name: str, endpoint: dict, value: Any, secret_key: Any
+             ) -> tuple[RedsSsh, str, int] | None:
+    """The stack's login to a host whose server someone runs by hand, on loopback at `port`."""
+    key = f"redsEndpoints.{name}.ssh"
+    if secret_key is None:  # sshPrivateKeys is not a map: reported already
+        secret_key = MISSING
+    port = check.port(f"redsEndpoints.{name}.port", get(endpoint, "port"), DEFAULT_PORT)
+    ssh = check.obj(key, value, _SSH_KEYS)
+    if ssh is None:
+        return None
+    # Left out: ~/.ssh/config's entry for the host says, when the connection is made.
+    ssh_port, user, path = get(ssh, "port"), get(ssh, "user"), get(ssh, "privateKeyPath")
+    login = RedsSsh(
+        host=check.pattern(f"{key}.host", get(ssh, "host"), HOSTNAME,
+                           "a host name, ~/.ssh/config alias or IP address"),
+        port=None if ssh_port is MISSING else check.integer(
+            f"{key}.port", ssh_port, 1, 65535, note="optional: ~/.ssh/config's Port, else 22"),
+        user=None if user is MISSING else check.pattern(f"{key}.user", user, USER, "a user name"),
+        key=None if path is MISSING and secret_key is MISSING else _private_key(
+            check, name, path, secret_key, owner=f"redsEndpoints.{name}"),
+    )
+    return login, LOOPBACK, port
