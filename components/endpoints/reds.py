@@ -23,9 +23,8 @@ import pulumi
 from pulumi.dynamic import DiffResult, ReadResult
 
 from components.endpoints.probes import listed_models
-from components.endpoints.verification import EndpointVerification, EndpointVerificationArgs
+from components.endpoints.proof import EndpointProofArgs, prove_endpoint
 from components.hostops.host_resource import HostProvider, HostResource
-from components.hostops.smoke_test import SmokeTest, SmokeTestArgs
 from components.hostops.ssh import NoAnswer, RemoteError, Session, connection_input
 from components.inference_host import InferenceHost
 from config.types import RedsEndpoint as EndpointConfig
@@ -207,19 +206,12 @@ class RedsEndpoint(pulumi.ComponentResource):
         # Whenever the check ran again, so do the probes and the smoke test, on the id it recorded.
         rechecked = {"checked_at": self.check.checked_at, "model_id": self.check.model_id}
         after_check = pulumi.ResourceOptions(parent=self, depends_on=[self.check])
-        self.verification = EndpointVerification(f"{name}-verification", EndpointVerificationArgs(
+        self.proof = prove_endpoint(name, EndpointProofArgs(
             endpoint=name,
             connection=connection,
             port=cfg.port,
             address=cfg.address,
             served_model=self.check.model_id,
-            triggers=rechecked,
-        ), after_check)
-        self.smoke_test = SmokeTest(f"{name}-smoke-test", SmokeTestArgs(
-            connection=connection,
-            port=cfg.port,
-            address=cfg.address,
-            model=self.check.model_id,
             triggers=rechecked,
         ), after_check)
 
@@ -229,8 +221,8 @@ class RedsEndpoint(pulumi.ComponentResource):
             "inference_host": cfg.inference_host,
             "model_id": self.check.model_id,
             "model_ids": self.check.model_ids,
-            "verified": self.verification.passed,
-            "smoke_test": self.smoke_test.summary,
+            "verified": self.proof.verification.passed,
+            "smoke_test": self.proof.smoke_test.summary,
             "backend": {"name": cfg.backend.name, "client_port": cfg.backend.port},
         }
         self.register_outputs(self.outputs)

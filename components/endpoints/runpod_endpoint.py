@@ -18,8 +18,7 @@ from cryptography.hazmat.primitives import serialization
 
 from components.endpoints.pod_vllm import PodVllm, PodVllmArgs
 from components.endpoints.runpod_pod import RunPodPod, RunPodPodArgs
-from components.endpoints.verification import EndpointVerification, EndpointVerificationArgs
-from components.hostops.smoke_test import SmokeTest, SmokeTestArgs
+from components.endpoints.proof import EndpointProofArgs, prove_endpoint
 from components.hostops.ssh import connection_input
 from config.types import RunPodPod as PodConfig
 from spear import tokens, vllm
@@ -77,19 +76,11 @@ class RunPodEndpoint(pulumi.ComponentResource):
 
         # The cookbook's probes (model list, completion, tool call) through the same SSH login,
         # with the key, after every start of vLLM.
-        self.verification = EndpointVerification(f"{name}-verification", EndpointVerificationArgs(
+        self.proof = prove_endpoint(name, EndpointProofArgs(
             endpoint=name,
             connection=connection,
             port=cfg.vllm.port,
             served_model=cfg.vllm.served_model_name,
-            api_key=args.vllm_api_key,
-            triggers={"started_at": self.vllm.started_at},
-        ), pulumi.ResourceOptions(parent=self, depends_on=[self.vllm]))
-
-        self.smoke_test = SmokeTest(f"{name}-smoke-test", SmokeTestArgs(
-            connection=connection,
-            port=cfg.vllm.port,
-            model=cfg.vllm.served_model_name,
             api_key=args.vllm_api_key,
             triggers={"started_at": self.vllm.started_at},
         ), pulumi.ResourceOptions(parent=self, depends_on=[self.vllm]))
@@ -103,8 +94,8 @@ class RunPodEndpoint(pulumi.ComponentResource):
             "served_model_name": cfg.vllm.served_model_name,
             "vllm_port": cfg.vllm.port,
             "vllm_started_at": self.vllm.started_at,
-            "verified": self.verification.passed,
-            "smoke_test": self.smoke_test.summary,
+            "verified": self.proof.verification.passed,
+            "smoke_test": self.proof.smoke_test.summary,
             "backend": {"name": cfg.backend.name, "client_port": cfg.backend.port},
         }
         self.register_outputs(self.outputs)

@@ -15,9 +15,8 @@ from typing import Any
 
 import pulumi
 
-from components.endpoints.verification import EndpointVerification, EndpointVerificationArgs
+from components.endpoints.proof import EndpointProofArgs, prove_endpoint
 from components.hostops.remote_file import RemoteFile, RemoteFileArgs, content_digest
-from components.hostops.smoke_test import SmokeTest, SmokeTestArgs
 from components.hostops.ssh import connection_input
 from components.hostops.systemd_unit import HealthCheck, SystemdUnit, SystemdUnitArgs
 from components.inference_host.llama_server_build import (LlamaServerBuild, LlamaServerBuildArgs,
@@ -109,15 +108,8 @@ class InferenceHost(pulumi.ComponentResource):
         ), pulumi.ResourceOptions(parent=self,
                                   depends_on=[self.build, self.model, self.launcher, self.server_conf]))
 
-        self.smoke_test = SmokeTest(f"{name}-smoke-test", SmokeTestArgs(
-            connection=connection,
-            port=server.port,
-            address=server.host,
-            triggers={"started_at": self.unit.started_at},
-        ), pulumi.ResourceOptions(parent=self, depends_on=[self.unit]))
-
         # llama-server lists the model by its path: serve.sh gives it no alias (seed 6.2.1).
-        self.verification = EndpointVerification(f"{name}-verification", EndpointVerificationArgs(
+        self.proof = prove_endpoint(name, EndpointProofArgs(
             endpoint=name,
             connection=connection,
             port=server.port,
@@ -132,8 +124,8 @@ class InferenceHost(pulumi.ComponentResource):
             "model_path": self.model.model_path,
             "command_line": argv,
             "cgroup": self.unit.cgroup,
-            "smoke_test": self.smoke_test.summary,
-            "verified": self.verification.passed,
+            "smoke_test": self.proof.smoke_test.summary,
+            "verified": self.proof.verification.passed,
             "backend": {"name": cfg.backend.name, "client_port": cfg.backend.port},
         }
         self.register_outputs(self.outputs)

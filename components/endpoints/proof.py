@@ -1,0 +1,56 @@
+"""What proves an endpoint, whatever serves it: the cookbook's verification (model list,
+completion, tool call) and the seed's smoke test, run together through one SSH login after
+every start of the server. Each endpoint family (inference host, pod, REDS) calls this once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+
+from components.endpoints.verification import EndpointVerification, EndpointVerificationArgs
+from components.hostops.smoke_test import SmokeTest, SmokeTestArgs
+
+
+@dataclass
+class EndpointProofArgs:
+    endpoint: str  # the endpoint's name in messages
+    connection: pulumi.Input[dict]
+    port: pulumi.Input[int]
+    served_model: pulumi.Input[str]  # what /v1/models must list and the requests ask for
+    address: pulumi.Input[str] = "127.0.0.1"
+    api_key: pulumi.Input[str] | None = None  # a secret, for a server that demands one
+    # What serves the endpoint (a start time, a check): both run again when it changes.
+    triggers: dict[str, pulumi.Input[Any]] | None = None
+
+
+@dataclass(frozen=True)
+class EndpointProof:
+    verification: EndpointVerification
+    smoke_test: SmokeTest
+
+
+def prove_endpoint(name: str, args: EndpointProofArgs,
+                   opts: pulumi.ResourceOptions) -> EndpointProof:
+    """`<name>-verification` and `<name>-smoke-test`, both with `opts` (parent, depends_on)."""
+    return EndpointProof(
+        verification=EndpointVerification(f"{name}-verification", EndpointVerificationArgs(
+            endpoint=args.endpoint,
+            connection=args.connection,
+            port=args.port,
+            address=args.address,
+            served_model=args.served_model,
+            api_key=args.api_key,
+            triggers=args.triggers,
+        ), opts),
+        smoke_test=SmokeTest(f"{name}-smoke-test", SmokeTestArgs(
+            connection=args.connection,
+            port=args.port,
+            address=args.address,
+            model=args.served_model,
+            api_key=args.api_key,
+            triggers=args.triggers,
+        ), opts),
+    )
