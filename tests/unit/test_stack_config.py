@@ -179,6 +179,8 @@ BAD = [
      "inferenceHosts", "a non-empty map of name -> an inference host (required)"),
     ("hosts-empty", changed(prod_raw(), ("inferenceHosts",), {}),
      "inferenceHosts", "a non-empty map of name -> an inference host"),
+    ("host-unknown-key", changed(prod_raw(), (*HOST, "serverr"), {}),
+     "inferenceHosts.reds.serverr", "one of ssh, runtimeDir, backend, llamaCpp, model, server"),
     ("host-name-unknown-shape", changed(prod_raw(), ("inferenceHosts", "Reds_1"), {}),
      "inferenceHosts.Reds_1", "a name of lowercase letters, digits and '-'"),
     ("key-and-path", changed(prod_raw(), (*HOST, "ssh", "privateKeyPath"), "~/.ssh/id"),
