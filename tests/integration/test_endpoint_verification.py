@@ -14,7 +14,7 @@ from components.endpoints.verification import EndpointVerificationProvider, Veri
 from components.hostops.smoke_test import SmokeTestProvider
 from localhosts import tiny_model
 from localhosts.host import start_host, stop_host
-from tests.integration.test_tiny_model_serving import llama_server
+from tests.support.served_llama import llama_server
 
 HOST = "it-endpoints"
 SSH_PORT = 2250

@@ -21,7 +21,7 @@ import yaml
 from components.hostops.smoke_test import EXPECTED_TEXT
 from components.hostops.ssh import Session
 from spear.review import overall, parts
-from localhosts import llama_source, local_stack
+from localhosts import llama_source, local_stack, tiny_model
 from tests.support.engine import REPO, Project, engine_env
 
 
@@ -297,6 +297,33 @@ def test_another_server_on_the_port_fails_the_update(project, ssh):
     project.set_config(STACK, "inferenceHosts.local.server.threads", 2)
     update = project.up(STACK)
     assert update.ok, update.output
+    assert host_outputs(project)["smoke_test"] == SMOKE
+
+
+def test_a_template_without_tool_calls_fails_the_update_with_the_parser_trap(project):
+    # The parser-trap model answers with tool-call markup; served with a template that has no
+    # tool calls, the engine leaves that markup in the text (seed 001 step 4's trap).
+    trap = tiny_model.ensure_model(tiny_model.TOOL_CALL_ANSWER)
+    stack_file = project.dir / "stacks" / f"Pulumi.{STACK}.yaml"
+    serve = project.dir / "hosts" / "inference" / "serve.sh"
+    saved = stack_file.read_text(), serve.read_text()
+    assert "args+=(--jinja)\n" in saved[1]
+    doc = yaml.safe_load(saved[0])
+    doc["config"]["spear-fleet:inferenceHosts"]["local"]["model"]["shards"] = [
+        {"name": "spear-trap.gguf", "size": trap.stat().st_size,
+         "sha256": llama_source.file_sha256(trap), "source": str(trap)}]
+    stack_file.write_text(yaml.safe_dump(doc))
+    serve.write_text(saved[1].replace("args+=(--jinja)\n", "args+=(--jinja --chat-template chatml)\n"))
+    try:
+        update = project.up(STACK)
+        assert not update.ok
+        assert "endpoint local: tool-call probe failed: parser-not-configured" in update.output
+    finally:
+        stack_file.write_text(saved[0])
+        serve.write_text(saved[1])
+    update = project.up(STACK)
+    assert update.ok, update.output
+    assert host_outputs(project)["verified"] == ["model-list", "completion", "tool-call"]
     assert host_outputs(project)["smoke_test"] == SMOKE
 
 

@@ -26,7 +26,7 @@ from spear import tokens
 from spear.cache import cache_dir
 from spear.review import RECHECK, overall, parts
 from spear.rules import SMOKE_ANSWER
-from tests.integration.test_tiny_model_serving import SERVER_FLAGS
+from tests.support.served_llama import SERVER_FLAGS
 from tests.support.engine import Project, engine_env, without_inference_hosts
 from tests.support.llama_build import local_stack_llama_server
 from tests.support.stack_files import stack_raw

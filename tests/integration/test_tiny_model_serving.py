@@ -4,73 +4,15 @@ without tools offered, and how the real tokenizer ends the two prompts."""
 
 from __future__ import annotations
 
-import contextlib
 import json
-import socket
-import subprocess
-import time
-import urllib.request
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from components.endpoints.probes import READ_FILE_TOOL
+from components.hostops.smoke_test import SYSTEM_PROMPT
 from localhosts import tiny_model
-from tests.support.llama_build import local_stack_llama_server
-
-SYSTEM_PROMPT = "Reply with exactly the token requested, nothing else."
-# As the local stack runs it (a q8_0 KV cache needs flash attention on the CPU build).
-SERVER_FLAGS = ("--ctx-size", "512", "--cache-type-k", "q8_0", "--cache-type-v", "q8_0",
-                "--flash-attn", "on")
-HEALTHY_WITHIN = 60.0
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def request(url: str, body: dict | None = None, timeout: float = 60) -> dict:
-    data = json.dumps(body).encode() if body is not None else None
-    req = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=timeout) as resp:
-        return json.load(resp)
-
-
-@contextlib.contextmanager
-def llama_server(model: Path, port: int, log_dir: Path, *flags: str) -> Iterator[str]:
-    """Run the local stack's llama-server on `model` with `flags` added; yield its base URL once
-    /health says ok, and stop it afterwards."""
-    log_path = log_dir / f"llama-server-{port}.log"
-    with log_path.open("wb") as log:
-        proc = subprocess.Popen(
-            [str(local_stack_llama_server()), *SERVER_FLAGS, *flags,
-             "--host", "127.0.0.1", "--port", str(port), "-m", str(model)],
-            stdout=log, stderr=subprocess.STDOUT,
-        )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + HEALTHY_WITHIN
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"llama-server exited with {proc.returncode}:\n{log_path.read_text()}")
-            with contextlib.suppress(OSError):  # still loading: 503, or the port is not open yet
-                if request(f"{base}/health", timeout=2).get("status") == "ok":
-                    break
-            if time.monotonic() > deadline:
-                pytest.fail(f"llama-server not healthy after {HEALTHY_WITHIN:.0f} s:\n{log_path.read_text()}")
-            time.sleep(0.5)
-        yield base
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
+from tests.support.served_llama import free_port, llama_server, request
 
 @pytest.fixture(scope="module", params=[tiny_model.SMOKE_ANSWER, tiny_model.TOOL_CALL_ANSWER],
                 ids=["scripted", "parser-trap"])

@@ -16,27 +16,8 @@ from config.load import StackConfigError, load
 from config.schema import parse
 from config.types import InlineKey, KeyFile, RedsSsh
 from tests.support.stack_files import DUMMY_KEY, commented_example, engine_config, prod_raw
-from tests.unit import test_stack_config as stack_config_tests
-from tests.unit.test_stack_config import DELETE, allowed_for, changed, problem_line, run_program
-
-mocks = stack_config_tests.mocks  # the same fixture: Pulumi mocks recording every resource
-
-BOX = ("redsEndpoints", "box")  # a server run by hand on a host reached by its ssh alias
-NEAR = ("redsEndpoints", "near")  # the server of prod's managed inference host `reds`
-SECRETS = ["spear-fleet:sshPrivateKeys"]
-
-
-def reds_raw() -> dict[str, Any]:
-    """prod with the two kinds of endpoint; `box` on a backend of its own (prod's host has reds)."""
-    raw = prod_raw()
-    raw["backends"]["lab"] = {"port": 8083}
-    raw["redsEndpoints"] = {
-        "box": {"ssh": {"host": "reds-box"}, "port": 8010, "modelId": "qwen3-coder-next",
-                "backend": "lab"},
-        "near": {"inferenceHost": "reds"},
-    }
-    return raw
-
+from tests.support.config_cases import (BOX, DELETE, NEAR, REDS_SECRETS as SECRETS, allowed_for,
+                                        changed, problem_line, reds_raw, run_program)
 
 def second_box(**changes: Any) -> dict[str, Any]:
     return changed(reds_raw(), ("redsEndpoints", "lab2"),

@@ -14,7 +14,7 @@ from components.endpoints.reds import RedsCheckFailed, RedsTunnelCheckProvider
 from components.hostops.ssh import NoAnswer, RemoteError
 from spear import tokens
 from tests.support.stack_files import mocked_stack, run_main
-from tests.unit.test_reds_config import reds_raw
+from tests.support.config_cases import reds_raw
 
 MODELS = json.dumps({"object": "list", "data": [{"id": "qwen3-coder-next"}, {"id": "other"}]})
 PROPS = {"endpoint": "box", "connection": {"host": "reds-box"}, "ssh_host": "reds-box",

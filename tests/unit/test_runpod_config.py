@@ -15,38 +15,8 @@ from config.load import StackConfigError, load
 from config.schema import parse
 from config.types import API_KEY_NAMES, ApiKey, InlineKey, KeyFile, PodSsh, Vllm
 from tests.support.stack_files import DUMMY_KEY, commented_example, engine_config, prod_raw
-from tests.unit import test_stack_config as stack_config_tests
-from tests.unit.test_stack_config import DELETE, allowed_for, changed, problem_line, run_program
-
-mocks = stack_config_tests.mocks  # the same fixture: Pulumi mocks recording every resource
-
-POD = ("runpod", "pods", "gpu")
-VLLM = (*POD, "vllm")
-REVISION = "da6e2ed27304dd39abadd9c82ef50e8de67bdd4c"
-SECRETS = ["spear-fleet:sshPrivateKeys", "spear-fleet:runpodApiKey", "spear-fleet:vllmApiKey"]
-GPU_POD = {
-    "gpuTypeIds": ["NVIDIA H100 80GB HBM3"],
-    "gpuCount": 2,
-    "imageName": "vllm/vllm-openai:v0.24.0",
-    "containerDiskInGb": 50,
-    "volumeInGb": 200,
-    "cloudType": "SECURE",
-    "ports": ["22/tcp"],
-    "backend": "remote",
-    "ssh": {"user": "root"},
-    "vllm": {"model": "Qwen/Qwen3-Coder-Next-FP8", "revision": REVISION,
-             "servedModelName": "qwen3-coder-next", "tensorParallelSize": 2,
-             "maxModelLen": 262144, "port": 8000},
-}
-
-
-def pod_raw() -> dict[str, Any]:
-    """prod with the pod `gpu` serving the cookbook's model, its key and the two API keys."""
-    raw = prod_raw()
-    raw["runpod"] = {"pods": {"gpu": copy.deepcopy(GPU_POD)}}
-    raw["sshPrivateKeys"]["gpu"] = DUMMY_KEY
-    return {**raw, "runpodApiKey": "rpa_TESTKEY", "vllmApiKey": "sk-vllm-test"}
-
+from tests.support.config_cases import (DELETE, GPU_POD, POD, POD_SECRETS as SECRETS, REVISION, VLLM,
+                                        allowed_for, changed, pod_raw, problem_line, run_program)
 
 def two_pods(**second: Any) -> dict[str, Any]:
     raw = changed(pod_raw(), ("runpod", "pods", "lab"), {**copy.deepcopy(GPU_POD), **second})

@@ -22,7 +22,7 @@ from spear import tokens
 from tests.support.policy_harness import COOKBOOK_VLLM_COMMAND_LINE
 from tests.support.runpod_api_standin import Contract, PortsOnly, RunPodApiStandIn
 from tests.support.stack_files import mocked_stack, run_main
-from tests.unit.test_runpod_config import SECRETS, pod_raw
+from tests.support.config_cases import POD_SECRETS as SECRETS, pod_raw
 
 KEY = "rpa_STANDIN"
 REAL_API = "https://rest.runpod.io/v1"

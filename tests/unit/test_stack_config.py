@@ -17,24 +17,11 @@ from config.schema import parse
 from config.schema.backends import SEED_BACKENDS
 from config.types import ArchiveSource, GitSource, InlineKey, KeyFile
 from localhosts import llama_source
-from tests.support.stack_files import (DUMMY_KEY, PROD_HOST, RecordingMocks, engine_config, prod_raw,
-                                       stack_raw)
+from tests.support.config_cases import (DELETE, allowed_for, changed, problem_line,
+                                        run_program)
+from tests.support.stack_files import DUMMY_KEY, PROD_HOST, engine_config, prod_raw, stack_raw
 
 HOST = PROD_HOST
-DELETE = object()
-
-
-def changed(raw: dict[str, Any], path: tuple[Any, ...], value: Any) -> dict[str, Any]:
-    """A deep copy of raw with the value at path replaced (or deleted with DELETE)."""
-    result = copy.deepcopy(raw)
-    node = result
-    for step in path[:-1]:
-        node = node[step]
-    if value is DELETE:
-        del node[path[-1]]
-    else:
-        node[path[-1]] = value
-    return result
 
 
 def archive_raw(**source: Any) -> dict[str, Any]:
@@ -59,12 +46,6 @@ def two_hosts(ssh: dict[str, Any], server_port: int, first: dict[str, Any] | Non
     raw["inferenceHosts"]["pilot"] = pilot
     raw["sshPrivateKeys"]["pilot"] = DUMMY_KEY
     return raw
-
-
-def problem_line(error: ConfigError | StackConfigError, key: str) -> str:
-    lines = [line for line in str(error).splitlines() if line.startswith(f"spear-fleet:{key}: got ")]
-    assert lines, f"no line for spear-fleet:{key} in:\n{error}"
-    return lines[0]
 
 
 # (id, config, full key without the namespace, a fragment of what is allowed)
@@ -204,18 +185,6 @@ BAD = [
      two_hosts({"host": "127.0.0.1", "port": 2223}, 2222, first={"host": "127.0.0.1", "port": 2222}),
      "inferenceHosts.pilot.server.port", "a port other than inferenceHosts.reds.ssh.port"),
 ]
-
-
-def allowed_for(mocks: RecordingMocks, raw: dict[str, Any], key: str,
-                secret_keys: list[str]) -> str:
-    """What the refusal of `raw` says is allowed at `key`. Through load() as the program runs
-    it, so it also proves nothing was registered."""
-    with pytest.raises(StackConfigError) as error:
-        run_program(engine_config(raw), secret_keys)
-    assert list(mocks.resources) == []
-    line = problem_line(error.value, key)
-    assert "; allowed: " in line
-    return line.split("; allowed: ", 1)[1]
 
 
 @pytest.mark.parametrize("raw,key,allowed", [case[1:] for case in BAD], ids=[case[0] for case in BAD])
@@ -377,30 +346,6 @@ def test_adapter_and_hash_normalisation():
 
 # ---------------------------------------------------------------------------------------------
 # load(): through the Pulumi runtime, with mocks counting the resources registered
-
-
-@pytest.fixture
-def mocks():
-    mocks = RecordingMocks()
-    pulumi.runtime.set_mocks(mocks, project="spear-fleet", stack="test")
-    yield mocks
-    pulumi.runtime.set_all_config({}, [])
-
-
-def run_program(config: dict[str, str], secret_keys: list[str]):
-    """load() and then one resource, the way __main__ starts; returns what was loaded."""
-    pulumi.runtime.set_all_config(config, secret_keys)
-    loaded = []
-
-    @pulumi.runtime.test
-    def program():
-        stack = load()
-        loaded.append(stack)
-        pulumi.CustomResource("spear:test:Probe", "probe", {})
-        return pulumi.Output.all(*stack.ssh_keys.values()).apply(loaded.extend)
-
-    program()
-    return loaded
 
 
 SECRET = ["spear-fleet:sshPrivateKeys"]

@@ -1,0 +1,111 @@
+"""What the config tests share: changing one value of a stack's raw config, reading the
+problem a refusal names, running load() the way the program does under mocks, and the prod
+stack with a pod and with REDS endpoints declared."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pulumi
+import pytest
+
+from config.checker import ConfigError
+from config.load import StackConfigError, load
+from tests.support.stack_files import DUMMY_KEY, RecordingMocks, engine_config, prod_raw
+
+DELETE = object()
+
+
+def changed(raw: dict[str, Any], path: tuple[Any, ...], value: Any) -> dict[str, Any]:
+    """A deep copy of raw with the value at path replaced (or deleted with DELETE)."""
+    result = copy.deepcopy(raw)
+    node = result
+    for step in path[:-1]:
+        node = node[step]
+    if value is DELETE:
+        del node[path[-1]]
+    else:
+        node[path[-1]] = value
+    return result
+
+
+def problem_line(error: ConfigError | StackConfigError, key: str) -> str:
+    lines = [line for line in str(error).splitlines() if line.startswith(f"spear-fleet:{key}: got ")]
+    assert lines, f"no line for spear-fleet:{key} in:\n{error}"
+    return lines[0]
+
+
+def run_program(config: dict[str, str], secret_keys: list[str]):
+    """load() and then one resource, the way __main__ starts; returns what was loaded."""
+    pulumi.runtime.set_all_config(config, secret_keys)
+    loaded = []
+
+    @pulumi.runtime.test
+    def program():
+        stack = load()
+        loaded.append(stack)
+        pulumi.CustomResource("spear:test:Probe", "probe", {})
+        return pulumi.Output.all(*stack.ssh_keys.values()).apply(loaded.extend)
+
+    program()
+    return loaded
+
+
+def allowed_for(mocks: RecordingMocks, raw: dict[str, Any], key: str,
+                secret_keys: list[str]) -> str:
+    """What the refusal of `raw` says is allowed at `key`. Through load() as the program runs
+    it, so it also proves nothing was registered."""
+    with pytest.raises(StackConfigError) as error:
+        run_program(engine_config(raw), secret_keys)
+    assert list(mocks.resources) == []
+    line = problem_line(error.value, key)
+    assert "; allowed: " in line
+    return line.split("; allowed: ", 1)[1]
+
+
+# prod with the RunPod pod `gpu` serving the cookbook's model.
+POD = ("runpod", "pods", "gpu")
+VLLM = (*POD, "vllm")
+REVISION = "da6e2ed27304dd39abadd9c82ef50e8de67bdd4c"
+POD_SECRETS = ["spear-fleet:sshPrivateKeys", "spear-fleet:runpodApiKey", "spear-fleet:vllmApiKey"]
+GPU_POD = {
+    "gpuTypeIds": ["NVIDIA H100 80GB HBM3"],
+    "gpuCount": 2,
+    "imageName": "vllm/vllm-openai:v0.24.0",
+    "containerDiskInGb": 50,
+    "volumeInGb": 200,
+    "cloudType": "SECURE",
+    "ports": ["22/tcp"],
+    "backend": "remote",
+    "ssh": {"user": "root"},
+    "vllm": {"model": "Qwen/Qwen3-Coder-Next-FP8", "revision": REVISION,
+             "servedModelName": "qwen3-coder-next", "tensorParallelSize": 2,
+             "maxModelLen": 262144, "port": 8000},
+}
+
+
+def pod_raw() -> dict[str, Any]:
+    """prod with the pod `gpu` serving the cookbook's model, its key and the two API keys."""
+    raw = prod_raw()
+    raw["runpod"] = {"pods": {"gpu": copy.deepcopy(GPU_POD)}}
+    raw["sshPrivateKeys"]["gpu"] = DUMMY_KEY
+    return {**raw, "runpodApiKey": "rpa_TESTKEY", "vllmApiKey": "sk-vllm-test"}
+
+
+# prod with the two kinds of REDS endpoint.
+BOX = ("redsEndpoints", "box")  # a server run by hand on a host reached by its ssh alias
+NEAR = ("redsEndpoints", "near")  # the server of prod's managed inference host `reds`
+REDS_SECRETS = ["spear-fleet:sshPrivateKeys"]
+
+
+def reds_raw() -> dict[str, Any]:
+    """prod with the two kinds of endpoint; `box` on a backend of its own (prod's host has reds)."""
+    raw = prod_raw()
+    raw["backends"]["lab"] = {"port": 8083}
+    raw["redsEndpoints"] = {
+        "box": {"ssh": {"host": "reds-box"}, "port": 8010, "modelId": "qwen3-coder-next",
+                "backend": "lab"},
+        "near": {"inferenceHost": "reds"},
+    }
+    return raw
