@@ -18,7 +18,7 @@ def context_size_explicit(args: ResourceValidationArgs, report: ReportViolation)
     ctx = integer(stated)
     if not ctx:
         report(f"{SEED}: server.conf states no context size (SPEAR_SERVER_CTX is {stated!r})."
-               " Fix: set server.ctxSize in the stack.")
+               " Fix: set inferenceHosts.<host>.server.ctxSize in the stack.")
         return
     given = flag_value(list(args.props["command_line"]), "--ctx-size", "-c")
     if integer(given) != ctx:

@@ -29,7 +29,8 @@ def kv_cache_and_slots(args: ResourceValidationArgs, report: ReportViolation) ->
     if integer(parallel) != slots:
         report(f"{SEED}: llama-server runs with --parallel {parallel or '(its default)'}, not"
                f" {slots} slot(s); each slot gets a share of the KV cache. Fix: set"
-               f" server.parallel to {slots}; or set this rule's slots for this deployment.")
+               f" inferenceHosts.<host>.server.parallel to {slots}; or set this rule's slots for"
+               " this deployment.")
 
 
 POLICY = ResourceValidationPolicy(

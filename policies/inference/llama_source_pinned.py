@@ -21,15 +21,17 @@ def llama_source_pinned(args: ResourceValidationArgs, report: ReportViolation) -
         if not is_commit(commit):
             report(f"{SEED}: llama.cpp source {source['git']} is pinned to {commit!r}, not a full"
                    " 40-hex commit id; a branch or tag moves, so the build would too. Fix: set"
-                   " llamaCpp.source.commit to the commit id (git rev-parse <ref>^{commit}).")
+                   " inferenceHosts.<host>.llamaCpp.source.commit to the commit id"
+                   " (git rev-parse <ref>^{commit}).")
     elif "archive" in source:
         digest = source.get("sha256")
         if not is_sha256(digest):
             report(f"{SEED}: llama.cpp archive {source['archive']} has no sha256 (got"
-                   f" {digest!r}). Fix: set llamaCpp.source.sha256 to the archive's sha256sum.")
+                   f" {digest!r}). Fix: set inferenceHosts.<host>.llamaCpp.source.sha256 to the"
+                   " archive's sha256sum.")
     else:
         report(f"{SEED}: the llama.cpp source is neither {{git, commit}} nor {{archive, sha256}}."
-               " Fix: give one of them in llamaCpp.source.")
+               " Fix: give one of them in inferenceHosts.<host>.llamaCpp.source.")
 
 
 POLICY = ResourceValidationPolicy(

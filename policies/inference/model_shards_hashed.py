@@ -14,13 +14,13 @@ def model_shards_hashed(args: ResourceValidationArgs, report: ReportViolation) -
     shards = args.props["shards"]
     if not shards:
         report(f"{SEED}: the model manifest lists no shards. Fix: list each GGUF file with its"
-               " name, size and sha256 in model.shards.")
+               " name, size and sha256 in inferenceHosts.<host>.model.shards.")
     for shard in shards:
         digest = shard.get("sha256")
         if not is_sha256(digest):
             report(f"{SEED}: model shard {shard.get('name')!r} has no sha256 (got {digest!r}), so"
                    " nothing proves the host serves the model that was evaluated. Fix: set its"
-                   " sha256 in model.shards from the model's manifest.")
+                   " sha256 in inferenceHosts.<host>.model.shards from the model's manifest.")
 
 
 POLICY = ResourceValidationPolicy(

@@ -15,7 +15,7 @@ def server_loopback_only(args: ResourceValidationArgs, report: ReportViolation) 
     if not is_loopback(host):
         report(f"{SEED}: llama-server listens on {host or 'its default address'}, not on a"
                " loopback address (127.0.0.1, ::1, localhost), and its API has no authentication"
-               " of its own. Fix: set server.host to 127.0.0.1.")
+               " of its own. Fix: set inferenceHosts.<host>.server.host to 127.0.0.1.")
 
 
 POLICY = ResourceValidationPolicy(

@@ -14,8 +14,8 @@ from spear import tokens
 
 SEED = "seed 000 §6.2.2 (--ctx-size and the YaRN flags)"
 FIX = ("Fix: serve.sh derives these flags from SPEAR_SERVER_CTX, SPEAR_SERVER_NATIVE_CTX and"
-       " SPEAR_SERVER_ARCH; check those settings (server.ctxSize, model.nativeCtx, model.arch)"
-       " and serve.sh.")
+       " SPEAR_SERVER_ARCH; check those settings (inferenceHosts.<host>.server.ctxSize, .model.nativeCtx,"
+       " .model.arch) and serve.sh.")
 # serve.sh writes a ratio that is not a whole number rounded to 6 decimal places.
 _SCALE_TOLERANCE = 1e-6
 
@@ -33,8 +33,9 @@ def yarn_matches_context(args: ResourceValidationArgs, report: ReportViolation) 
     native = integer(settings.get("SPEAR_SERVER_NATIVE_CTX"))
     if not ctx or not native:
         report(f"{SEED}: whether YaRN is needed cannot be decided without SPEAR_SERVER_CTX and"
-               f" SPEAR_SERVER_NATIVE_CTX (got {ctx}, {native}). Fix: set server.ctxSize and"
-               " model.nativeCtx in the stack.")
+               f" SPEAR_SERVER_NATIVE_CTX (got {ctx}, {native}). Fix: set"
+               " inferenceHosts.<host>.server.ctxSize and inferenceHosts.<host>.model.nativeCtx in"
+               " the stack.")
         return
     argv = list(args.props["command_line"])
     given = {
