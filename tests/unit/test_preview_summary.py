@@ -278,3 +278,13 @@ def test_an_endpoint_refresh_found_silent_is_a_re_check_saying_what_refresh_foun
             " installed on a REDS host.\n") in text
     assert f"  - refresh found: {SILENT}\n" in text
     assert "  - runs again: what it checks restarts or is checked again\n" in text
+
+
+def test_a_rotated_api_key_is_named_but_its_value_never_shown():
+    old = {**vllm_on_pod(), "api_key": "sk-old-SECRET-1"}
+    new = {**vllm_on_pod(), "api_key": "sk-new-SECRET-2"}
+    pod_text = summary_of(diffed(PodVllmProvider(), "gpu-vllm", old, new))
+    rotated = summary_of(diffed(RunPodPodProvider(), "gpu-pod", {**pod(), "api_key": "rpa_OLD_SECRET"},
+                                {**pod(), "api_key": "rpa_NEW_SECRET"}))
+    for text in (pod_text, rotated):
+        assert "SECRET" not in text
