@@ -12,6 +12,7 @@ import pulumi
 
 from components.endpoints.verification import EndpointVerification, EndpointVerificationArgs
 from components.hostops.smoke_test import SmokeTest, SmokeTestArgs
+from config.types import Backend
 
 
 @dataclass
@@ -30,6 +31,14 @@ class EndpointProofArgs:
 class EndpointProof:
     verification: EndpointVerification
     smoke_test: SmokeTest
+
+    def outputs(self, backend: Backend) -> dict[str, Any]:
+        """What every endpoint exports about its proof and the client backend that reaches it."""
+        return {
+            "verified": self.verification.passed,
+            "smoke_test": self.smoke_test.summary,
+            "backend": {"name": backend.name, "client_port": backend.port},
+        }
 
 
 def prove_endpoint(name: str, args: EndpointProofArgs,

@@ -221,8 +221,6 @@ class RedsEndpoint(pulumi.ComponentResource):
             "inference_host": cfg.inference_host,
             "model_id": self.check.model_id,
             "model_ids": self.check.model_ids,
-            "verified": self.proof.verification.passed,
-            "smoke_test": self.proof.smoke_test.summary,
-            "backend": {"name": cfg.backend.name, "client_port": cfg.backend.port},
+            **self.proof.outputs(cfg.backend),
         }
         self.register_outputs(self.outputs)

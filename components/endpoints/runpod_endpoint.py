@@ -94,8 +94,6 @@ class RunPodEndpoint(pulumi.ComponentResource):
             "served_model_name": cfg.vllm.served_model_name,
             "vllm_port": cfg.vllm.port,
             "vllm_started_at": self.vllm.started_at,
-            "verified": self.proof.verification.passed,
-            "smoke_test": self.proof.smoke_test.summary,
-            "backend": {"name": cfg.backend.name, "client_port": cfg.backend.port},
+            **self.proof.outputs(cfg.backend),
         }
         self.register_outputs(self.outputs)

@@ -124,8 +124,6 @@ class InferenceHost(pulumi.ComponentResource):
             "model_path": self.model.model_path,
             "command_line": argv,
             "cgroup": self.unit.cgroup,
-            "smoke_test": self.proof.smoke_test.summary,
-            "verified": self.proof.verification.passed,
-            "backend": {"name": cfg.backend.name, "client_port": cfg.backend.port},
+            **self.proof.outputs(cfg.backend),
         }
         self.register_outputs(self.outputs)
