@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from spear.rules import SHA256, SHA256_TEXT
+from spear.rules import SHA256, SHA256_TEXT, is_loopback
 
 NAMESPACE = "spear-fleet"
 
@@ -92,6 +92,20 @@ def relative_subdir(value: str) -> str | None:
 def absolute_dir(value: str) -> str | None:
     path = posixpath.normpath(value)
     return path if SAFE_PATH.fullmatch(value) and path.startswith("/") and path != "/" else None
+
+
+API_URL_TEXT = "an https URL (http only on a loopback address: a test stand-in)"
+
+
+def api_url(value: str) -> str | None:
+    """An API's base URL without a trailing slash; None unless https, or http on loopback (a
+    key travels in its headers: in clear only to this machine)."""
+    url = urllib.parse.urlparse(value)
+    if not url.hostname or url.query or url.fragment or any(c.isspace() for c in value):
+        return None
+    if url.scheme == "https" or (url.scheme == "http" and is_loopback(url.hostname)):
+        return value.rstrip("/")
+    return None
 
 
 def ip_address(value: str) -> str | None:

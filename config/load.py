@@ -15,12 +15,13 @@ import pulumi
 
 from config.checker import NAMESPACE, ConfigError, Problem, show
 from config.schema import OBJECT_KEYS, TOP_KEYS, parse
-from config.types import API_KEY_NAMES, FleetConfig, InlineKey, KeyFile
+from config.types import API_KEY_NAMES, GATEWAY_SECRET_NAMES, FleetConfig, InlineKey, KeyFile
 
 # Keys whose whole value must be a Pulumi secret (set with --secret), and how to set each.
-SECRET_KEYS = ("sshPrivateKeys",) + API_KEY_NAMES
+SECRET_KEYS = ("sshPrivateKeys",) + API_KEY_NAMES + GATEWAY_SECRET_NAMES
 _SET_SECRET = {"sshPrivateKeys": "pulumi config set --secret --path 'sshPrivateKeys.<name>' < file",
-               **{name: f"pulumi config set --secret {name} < file" for name in API_KEY_NAMES}}
+               **{name: f"pulumi config set --secret {name} < file"
+                  for name in API_KEY_NAMES + GATEWAY_SECRET_NAMES}}
 
 
 @dataclass(frozen=True)
@@ -67,15 +68,15 @@ def _read_raw() -> dict[str, Any]:
     return raw
 
 
-def _key_text(name: str, key: InlineKey | KeyFile, problems: list[Problem],
-              owner: str = "inferenceHosts") -> str | None:
+def _key_text(owner: str, key: InlineKey | KeyFile, problems: list[Problem]) -> str | None:
+    """owner: the config key of what logs in with it (inferenceHosts.<name>, gateway)."""
     if isinstance(key, InlineKey):
         return key.text
     try:
         with open(key.path, encoding="utf-8") as key_file:
             return key_file.read()
     except OSError as error:
-        problems.append(Problem(f"{NAMESPACE}:{owner}.{name}.ssh.privateKeyPath",
+        problems.append(Problem(f"{NAMESPACE}:{owner}.ssh.privateKeyPath",
                                 show(key.path), f"a readable private key file ({error.strerror})"))
         return None
 
@@ -93,15 +94,17 @@ def load() -> LoadedStack:
         cfg = None
     keys: dict[str, str | None] = {}
     if cfg is not None:
-        keys = {name: _key_text(name, host.ssh.key, problems)
+        keys = {name: _key_text(f"inferenceHosts.{name}", host.ssh.key, problems)
                 for name, host in cfg.inference_hosts.items()}
-        keys.update({name: _key_text(name, pod.ssh.key, problems, owner="runpod.pods")
+        keys.update({name: _key_text(f"runpod.pods.{name}", pod.ssh.key, problems)
                      for name, pod in cfg.runpod_pods.items()})
         # A managed host's endpoint logs in with the host's key; one with no key, with the
         # IdentityFile of its ~/.ssh/config alias (read when the connection is made).
         keys.update({name: keys[endpoint.inference_host] if endpoint.inference_host
-                     else _key_text(name, endpoint.ssh.key, problems, owner="redsEndpoints")
+                     else _key_text(f"redsEndpoints.{name}", endpoint.ssh.key, problems)
                      for name, endpoint in cfg.reds_endpoints.items() if endpoint.ssh.key})
+        if cfg.gateway is not None:
+            keys[cfg.gateway.name] = _key_text("gateway", cfg.gateway.ssh.key, problems)
     if problems or cfg is None:
         raise StackConfigError(problems)
     return LoadedStack(cfg, {name: pulumi.Output.secret(text) for name, text in keys.items()},

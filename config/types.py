@@ -155,6 +155,7 @@ class FleetConfig:
     runpod_pods: dict[str, RunPodPod]  # {} when the stack declares none
     api_keys: dict[str, ApiKey]  # API_KEY_NAMES given by the stack
     reds_endpoints: dict[str, RedsEndpoint]  # {} when the stack declares none
+    gateway: Gateway | None  # None when the stack declares none
 
 
 # --------------------------------------------------------------------------------------------
@@ -243,3 +244,59 @@ class RedsEndpoint:
         """The config key of what serves it, for messages and the one-server-per-tunnel check."""
         return (f"inferenceHosts.{self.inference_host}" if self.inference_host
                 else f"redsEndpoints.{self.name}")
+
+
+# --------------------------------------------------------------------------------------------
+# The gateway (seed 001 steps 5-6): LiteLLM between every developer and the fleet
+
+GATEWAY_MASTER_KEY = "gatewayMasterKey"  # the proxy's admin credential, never a developer's
+FRONTIER_API_KEY = "frontierApiKey"  # the hatch provider's key; never leaves the gateway host
+GATEWAY_DATABASE_URL = "gatewayDatabaseUrl"  # an external PostgreSQL (with its password)
+GATEWAY_SECRET_NAMES = (GATEWAY_MASTER_KEY, FRONTIER_API_KEY, GATEWAY_DATABASE_URL)
+
+LOCAL_DATABASE = "local"  # PostgreSQL from Debian on the gateway host
+EXTERNAL_DATABASE = "external"  # gatewayDatabaseUrl
+DATABASE_LOCATIONS = (LOCAL_DATABASE, EXTERNAL_DATABASE)
+NATIVE_ENGINE = "native"  # Prisma's own query engine binary, downloaded at first use
+OFFLINE_ENGINE = "offline"  # Prisma's WebAssembly engine from npm (hosts/gateway/prisma-offline)
+QUERY_ENGINES = (NATIVE_ENGINE, OFFLINE_ENGINE)
+
+
+@dataclass(frozen=True)
+class PackageSource:
+    """Where the gateway host's pip gets LiteLLM: an index, or a wheelhouse folder on the host
+    (an air-gapped host; the local stack's is prepared on this machine)."""
+    index_url: str | None
+    wheelhouse: str | None  # absolute path on the gateway host
+
+
+@dataclass(frozen=True)
+class GatewayDatabase:
+    location: str  # one of DATABASE_LOCATIONS
+    port: int  # the local cluster's port on the gateway host (unused when external)
+    query_engine: str  # one of QUERY_ENGINES
+
+
+@dataclass(frozen=True)
+class Hatch:
+    """The frontier escape hatch: `frontier`, used only when the fleet answered 429/5xx."""
+    model: str  # the provider's model id, e.g. claude-sonnet-4-5
+    api_base: str  # the provider's API, without a trailing slash
+    monthly_cap_usd: float  # hard: over it, escalations are refused
+    alert_usd: float  # the spend alert, below the cap
+
+
+@dataclass(frozen=True)
+class Gateway:
+    name: str  # names its resources
+    ssh: SshTarget
+    runtime_dir: str
+    host: str  # where the proxy listens on the gateway host
+    port: int
+    litellm_version: str
+    packages: PackageSource
+    database: GatewayDatabase
+    upstreams: tuple[str, ...]  # endpoint names `coder` routes to (hosts, pods, REDS endpoints)
+    num_retries: int
+    request_timeout: int  # seconds
+    hatch: Hatch

@@ -28,10 +28,13 @@ PACKAGES = (
     "systemd", "systemd-sysv", "dbus", "openssh-server", "python3", "build-essential", "cmake",
     "git", "curl", "ca-certificates", "ccache", "procps", "iproute2",
     "tmux",  # the RunPod test pods start vLLM in a tmux session, as on RunPod
+    # The gateway host: LiteLLM's virtualenv, its PostgreSQL, and Node for Prisma's WebAssembly
+    # query engine (components/gateway/).
+    "python3-venv", "postgresql-15", "nodejs",
 )
 # Bump whenever _configure_rootfs (or the debootstrap invocation) changes: it is part of the
 # cache key, so stale tarballs are never reused.
-RECIPE_VERSION = 2
+RECIPE_VERSION = 3
 
 # Units that hang or fail in a container sharing the machine's network, or that would make the
 # hosts non-deterministic (background apt runs).
@@ -128,6 +131,13 @@ def _configure_rootfs(root: Path) -> None:
         if link.exists() or link.is_symlink():
             link.unlink()
         link.symlink_to("/dev/null")
+    # No PostgreSQL cluster in the image: the hosts share this machine's network, so a cluster
+    # on 5432 in every host would collide; the gateway creates its own on its configured port.
+    (root / "etc/postgresql-common/createcluster.d").mkdir(parents=True, exist_ok=True)
+    (root / "etc/postgresql-common/createcluster.d/spear.conf").write_text(
+        "create_main_cluster = false\n")
+    shutil.rmtree(root / "etc/postgresql/15/main", ignore_errors=True)
+    shutil.rmtree(root / "var/lib/postgresql/15/main", ignore_errors=True)
     for deb in (root / "var/cache/apt/archives").glob("*.deb"):
         deb.unlink()
     shutil.rmtree(root / "var/lib/apt/lists", ignore_errors=True)

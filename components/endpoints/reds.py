@@ -24,6 +24,7 @@ from pulumi.dynamic import DiffResult, ReadResult
 
 from components.endpoints.probes import listed_models
 from components.endpoints.proof import EndpointProofArgs, prove_endpoint
+from components.endpoints.reach import Reach
 from components.hostops.host_resource import HostProvider, HostResource
 from components.hostops.ssh import NoAnswer, RemoteError, Session, connection_input
 from components.inference_host import InferenceHost
@@ -214,6 +215,12 @@ class RedsEndpoint(pulumi.ComponentResource):
             served_model=self.check.model_id,
             triggers=rechecked,
         ), after_check)
+
+        # Handed to the gateway host, so only a login it can use without this machine's
+        # ~/.ssh/config (config/schema/gateway.py refuses an alias-only endpoint as an upstream).
+        self.reach = Reach(endpoint=name, ssh_host=ssh.host, ssh_port=ssh.port or 22,
+                           ssh_user=ssh.user or "root", private_key=args.private_key,
+                           address=cfg.address, port=cfg.port, served_model=self.check.model_id)
 
         self.outputs: dict[str, Any] = {
             "ssh_host": ssh.host,

@@ -19,6 +19,7 @@ from cryptography.hazmat.primitives import serialization
 from components.endpoints.pod_vllm import PodVllm, PodVllmArgs
 from components.endpoints.runpod_pod import RunPodPod, RunPodPodArgs
 from components.endpoints.proof import EndpointProofArgs, prove_endpoint
+from components.endpoints.reach import Reach
 from components.hostops.ssh import connection_input
 from config.types import RunPodPod as PodConfig
 from spear import tokens, vllm
@@ -84,6 +85,11 @@ class RunPodEndpoint(pulumi.ComponentResource):
             api_key=args.vllm_api_key,
             triggers={"started_at": self.vllm.started_at},
         ), pulumi.ResourceOptions(parent=self, depends_on=[self.vllm]))
+
+        self.reach = Reach(endpoint=name, ssh_host=self.pod.ssh_host, ssh_port=self.pod.ssh_port,
+                           ssh_user=cfg.ssh.user, private_key=args.private_key,
+                           address="127.0.0.1", port=cfg.vllm.port,
+                           served_model=cfg.vllm.served_model_name, api_key=args.vllm_api_key)
 
         self.outputs: dict[str, Any] = {
             "pod_id": self.pod.pod_id,

@@ -16,6 +16,7 @@ from typing import Any
 import pulumi
 
 from components.endpoints.proof import EndpointProofArgs, prove_endpoint
+from components.endpoints.reach import Reach
 from components.hostops.remote_file import RemoteFile, RemoteFileArgs, content_digest
 from components.hostops.ssh import connection_input
 from components.hostops.systemd_unit import HealthCheck, SystemdUnit, SystemdUnitArgs
@@ -117,6 +118,10 @@ class InferenceHost(pulumi.ComponentResource):
             served_model=settings["SPEAR_SERVER_MODEL"],
             triggers={"started_at": self.unit.started_at},
         ), pulumi.ResourceOptions(parent=self, depends_on=[self.unit]))
+
+        self.reach = Reach(endpoint=name, ssh_host=ssh.host, ssh_port=ssh.port, ssh_user=ssh.user,
+                           private_key=args.private_key, address=server.host, port=server.port,
+                           served_model=settings["SPEAR_SERVER_MODEL"])
 
         self.outputs: dict[str, Any] = {
             "llama_server_version": self.build.version,

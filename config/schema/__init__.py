@@ -12,12 +12,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from config.checker import Checker, get, map_names
-from config.schema import backends, hosts, reds, runpod
+from config.schema import backends, gateway, hosts, reds, runpod
 from config.types import API_KEY_NAMES, FleetConfig
 
-TOP_KEYS = backends.KEYS + hosts.KEYS + runpod.KEYS + reds.KEYS
+TOP_KEYS = backends.KEYS + hosts.KEYS + runpod.KEYS + reds.KEYS + gateway.KEYS
 # Keys whose value is an object (the loader reads them as JSON).
-OBJECT_KEYS = backends.KEYS + hosts.KEYS + runpod.OBJECT_KEYS + reds.KEYS
+OBJECT_KEYS = backends.KEYS + hosts.KEYS + runpod.OBJECT_KEYS + reds.KEYS + gateway.OBJECT_KEYS
 
 
 def parse(raw: Mapping[str, Any]) -> FleetConfig:
@@ -29,9 +29,11 @@ def parse(raw: Mapping[str, Any]) -> FleetConfig:
     host_names = map_names(get(raw, "inferenceHosts"))
     pod_names = runpod.pod_names(get(raw, "runpod"))
     endpoint_names = map_names(get(raw, "redsEndpoints"))
+    gateway_names = [gateway.declared_name(get(raw, "gateway"))]
     inference_hosts = hosts.parse(check, get(raw, "inferenceHosts"), get(raw, "sshPrivateKeys"),
                                   backend_table,
-                                  {"pods": pod_names, "REDS endpoints": endpoint_names})
+                                  {"pods": pod_names, "REDS endpoints": endpoint_names,
+                                   "the gateway": [n for n in gateway_names if n]})
     runpod_pods, api_keys = runpod.parse(
         check, get(raw, "runpod"), {name: get(raw, name) for name in API_KEY_NAMES},
         get(raw, "sshPrivateKeys"), backend_table, inference_hosts)
@@ -43,6 +45,12 @@ def parse(raw: Mapping[str, Any]) -> FleetConfig:
           for name, pod in runpod_pods.items()),
         *((f"redsEndpoints.{name}", endpoint.backend, endpoint.server)
           for name, endpoint in reds_endpoints.items())])
+    the_gateway, gateway_keys = gateway.parse(
+        check, get(raw, "gateway"), {name: get(raw, name) for name in gateway.SECRET_NAMES},
+        get(raw, "sshPrivateKeys"), endpoint_names=[*host_names, *pod_names, *endpoint_names],
+        taken_names=[*host_names, *pod_names, *endpoint_names],
+        keyless=[name for name, endpoint in reds_endpoints.items() if endpoint.ssh.key is None])
     check.raise_if_any()
     return FleetConfig(inference_hosts=inference_hosts, backends=backend_table,
-                       runpod_pods=runpod_pods, api_keys=api_keys, reds_endpoints=reds_endpoints)
+                       runpod_pods=runpod_pods, api_keys={**api_keys, **gateway_keys},
+                       reds_endpoints=reds_endpoints, gateway=the_gateway)

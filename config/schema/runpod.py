@@ -10,16 +10,15 @@ checked together: a name has one owner in sshPrivateKeys, a backend's tunnel rea
 from __future__ import annotations
 
 import re
-import urllib.parse
 from collections.abc import Mapping
 from typing import Any
 
-from config.checker import MISSING, USER, Checker, get, map_names
+from config.checker import API_URL_TEXT, MISSING, USER, Checker, api_url, get, map_names
 from config.schema.hosts import _backend as hosts_backend
 from config.schema.hosts import _private_key, ssh_key_entry
 from config.types import (API_KEY_NAMES, CLOUD_TYPES, ApiKey, Backend, InferenceHost, PodSsh,
                           RunPodPod, Vllm)
-from spear.rules import COMMIT, COMMIT_TEXT, is_loopback
+from spear.rules import COMMIT, COMMIT_TEXT
 
 KEYS = ("runpod",) + API_KEY_NAMES
 # Keys whose value is an object (the loader reads them as JSON); the API keys are text.
@@ -60,26 +59,15 @@ def parse(check: Checker, value: Any, api_key_values: Mapping[str, Any], ssh_key
                 for name in API_KEY_NAMES}
     if runpod is None or pods is None:
         return {}, {name: key for name, key in api_keys.items() if key is not None}
-    api_url = check.text("runpod.apiUrl", get(runpod, "apiUrl"), _api_url,
-                         "an https URL (http only on a loopback address: a test stand-in)",
-                         default=DEFAULT_API_URL)
+    base_url = check.text("runpod.apiUrl", get(runpod, "apiUrl"), api_url, API_URL_TEXT,
+                          default=DEFAULT_API_URL)
     parsed = {}
     for name, item in pods.items():
-        pod = _pod(check, name, item, api_url, ssh_key_entry(ssh_keys_value, name), backends)
+        pod = _pod(check, name, item, base_url, ssh_key_entry(ssh_keys_value, name), backends)
         if pod is not None:
             parsed[name] = pod
     _check_fleet(check, parsed, inference_hosts)
     return parsed, {name: key for name, key in api_keys.items() if key is not None}
-
-
-def _api_url(value: str) -> str | None:
-    url = urllib.parse.urlparse(value)
-    if not url.hostname or url.query or url.fragment or any(c.isspace() for c in value):
-        return None
-    # The API key travels in a header: in clear only to this machine.
-    if url.scheme == "https" or (url.scheme == "http" and is_loopback(url.hostname)):
-        return value.rstrip("/")
-    return None
 
 
 def _api_key(check: Checker, name: str, value: Any, required: bool) -> ApiKey | None:

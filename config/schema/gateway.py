@@ -1,0 +1,225 @@
+"""`gateway`: the LiteLLM gateway of seed 001 steps 5-6, on a host spear-fleet logs in to.
+
+It holds every credential (`gatewayMasterKey`, `frontierApiKey`, `gatewayDatabaseUrl`: Pulumi
+secrets), routes `coder` to the fleet's declared endpoints, and escalates to `frontier` (the
+hatch) only when the fleet answered 429/5xx. Its SSH key is a key file (`ssh.privateKeyPath`) or
+a secret in `sshPrivateKeys.<name>`, like an inference host's.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Collection, Mapping
+from typing import Any
+
+from config.checker import (API_URL_TEXT, HOSTNAME, MISSING, NAME, NAME_TEXT, USER, Checker,
+                            absolute_dir, api_url, get, ip_address)
+from config.schema.hosts import _private_key, ssh_key_entry
+from config.schema.runpod import _api_key
+from config.types import (DATABASE_LOCATIONS, EXTERNAL_DATABASE, FRONTIER_API_KEY,
+                          GATEWAY_DATABASE_URL, GATEWAY_MASTER_KEY, LOCAL_DATABASE,
+                          OFFLINE_ENGINE, QUERY_ENGINES, ApiKey, Gateway, GatewayDatabase, Hatch,
+                          PackageSource, SshTarget)
+
+KEYS = ("gateway", GATEWAY_MASTER_KEY, FRONTIER_API_KEY, GATEWAY_DATABASE_URL)
+OBJECT_KEYS = ("gateway",)
+SECRET_NAMES = (GATEWAY_MASTER_KEY, FRONTIER_API_KEY, GATEWAY_DATABASE_URL)
+
+DEFAULT_NAME = "gateway"
+DEFAULT_PORT = 4000  # LiteLLM's own default
+DEFAULT_LITELLM = "1.91.1"  # the cookbook's pin
+DEFAULT_PYPI = "https://pypi.org/simple"
+DEFAULT_DATABASE_PORT = 5432
+DEFAULT_HATCH_API = "https://api.anthropic.com"
+
+_KEYS = ("name", "ssh", "runtimeDir", "listen", "litellm", "database", "coder", "hatch")
+_VERSION = re.compile(r"[0-9]+\.[0-9]+\.[0-9]+")
+_MODEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}")
+_DATABASE_URL = re.compile(r"postgres(ql)?://\S+")
+
+
+def declared_name(value: Any) -> str | None:
+    """The gateway's name before any check (it may own an sshPrivateKeys entry); None: none."""
+    if not isinstance(value, Mapping):
+        return None
+    name = value.get("name", DEFAULT_NAME)
+    return name if isinstance(name, str) else None
+
+
+def parse(check: Checker, value: Any, secret_values: Mapping[str, Any], ssh_keys_value: Any,
+          endpoint_names: Collection[str], taken_names: Collection[str],
+          keyless: Collection[str] = ()) -> tuple[Gateway | None, dict[str, ApiKey]]:
+    """The gateway (None when the stack declares none) and the secrets it was given.
+
+    endpoint_names: every inference host, pod and REDS endpoint the stack declares (what
+    `coder` may route to); taken_names: the names that already own an sshPrivateKeys entry;
+    keyless: REDS endpoints that log in with their ~/.ssh/config alias's key, which the gateway
+    host cannot use for its tunnel.
+    """
+    declared = value is not MISSING
+    secrets = {name: _secret(check, name, secret_values[name], required=declared and name !=
+                             GATEWAY_DATABASE_URL) for name in SECRET_NAMES}
+    given = {name: key for name, key in secrets.items() if key is not None}
+    if not declared:
+        for name in given:
+            check.report(name, "a secret without a gateway", "set only with `gateway`")
+        return None, {}
+    start = check.mark()
+    gateway = check.obj("gateway", value, _KEYS)
+    if gateway is None:
+        return None, given
+    name = check.pattern("gateway.name", get(gateway, "name"), NAME, NAME_TEXT,
+                         default=DEFAULT_NAME)
+    if name in taken_names:
+        check.fail("gateway.name", name, "a name no inference host, pod or REDS endpoint has:"
+                   " sshPrivateKeys.<name> holds one key")
+    ssh = _ssh(check, name or DEFAULT_NAME, get(gateway, "ssh"),
+               ssh_key_entry(ssh_keys_value, name or DEFAULT_NAME))
+    runtime_dir = check.text("gateway.runtimeDir", get(gateway, "runtimeDir"), absolute_dir,
+                             "an absolute path other than / (letters, digits, '._+-/')",
+                             default="/opt/spear-gateway")
+    listen = check.obj("gateway.listen", get(gateway, "listen"), ("host", "port"), required=False)
+    host = port = None
+    if listen is not None:
+        host = check.text("gateway.listen.host", get(listen, "host"), ip_address,
+                          "an IP address on the gateway host", default="127.0.0.1")
+        port = check.port("gateway.listen.port", get(listen, "port"), DEFAULT_PORT)
+    version, packages = _litellm(check, get(gateway, "litellm"))
+    database = _database(check, get(gateway, "database"), GATEWAY_DATABASE_URL in given)
+    upstreams, retries, timeout = _coder(check, get(gateway, "coder"), endpoint_names, keyless)
+    hatch = _hatch(check, get(gateway, "hatch"))
+    if not check.clean_since(start):
+        return None, given
+    return Gateway(name, ssh, runtime_dir, host, port, version, packages, database, upstreams,
+                   retries, timeout, hatch), given
+
+
+def _secret(check: Checker, name: str, value: Any, required: bool) -> ApiKey | None:
+    if name == GATEWAY_DATABASE_URL and isinstance(value, str) and \
+            not _DATABASE_URL.fullmatch(value):
+        check.report(name, f"a secret of {len(value)} characters that is not a PostgreSQL URL",
+                     "postgresql://user:password@host:port/database")
+        return None
+    key = _api_key(check, name, value, required=False)
+    if key is None and value is MISSING and required:
+        check.report(name, "nothing", f"a secret (required with gateway): pulumi config set"
+                     f" --secret {name} < file")
+    return key
+
+
+def _ssh(check: Checker, name: str, value: Any, secret_key: Any) -> SshTarget | None:
+    start = check.mark()
+    ssh = check.obj("gateway.ssh", value, ("host", "port", "user", "privateKeyPath"))
+    if ssh is None:
+        return None
+    host = check.pattern("gateway.ssh.host", get(ssh, "host"), HOSTNAME,
+                         "a host name or IP address")
+    port = check.port("gateway.ssh.port", get(ssh, "port"), 22)
+    user = check.pattern("gateway.ssh.user", get(ssh, "user"), USER, "a user name", default="root")
+    key = _private_key(check, name, get(ssh, "privateKeyPath"), secret_key, owner="gateway")
+    if not check.clean_since(start):
+        return None
+    return SshTarget(host, port, user, key)
+
+
+def _litellm(check: Checker, value: Any) -> tuple[str | None, PackageSource | None]:
+    litellm = check.obj("gateway.litellm", value, ("version", "indexUrl", "wheelhouse"),
+                        required=False)
+    if litellm is None:
+        return None, None
+    version = check.pattern("gateway.litellm.version", get(litellm, "version"), _VERSION,
+                            "a LiteLLM release X.Y.Z (litellm[proxy]==X.Y.Z is installed)",
+                            default=DEFAULT_LITELLM)
+    index_url, wheelhouse = get(litellm, "indexUrl"), get(litellm, "wheelhouse")
+    if index_url is not MISSING and wheelhouse is not MISSING:
+        check.report("gateway.litellm", "both indexUrl and wheelhouse",
+                     "at most one of indexUrl (a package index) or wheelhouse (a folder of wheels"
+                     " on the gateway host)")
+        return version, None
+    if wheelhouse is not MISSING:
+        path = check.text("gateway.litellm.wheelhouse", wheelhouse, absolute_dir,
+                          "an absolute folder on the gateway host")
+        return version, PackageSource(None, path) if path else None
+    url = check.text("gateway.litellm.indexUrl", index_url, api_url,
+                     API_URL_TEXT, default=DEFAULT_PYPI)
+    return version, PackageSource(url, None) if url else None
+
+
+def _database(check: Checker, value: Any, has_url: bool) -> GatewayDatabase | None:
+    database = check.obj("gateway.database", value, ("location", "port", "queryEngine"),
+                         required=False)
+    if database is None:
+        return None
+    location = check.choice("gateway.database.location", get(database, "location"),
+                            DATABASE_LOCATIONS, default=LOCAL_DATABASE)
+    port = check.port("gateway.database.port", get(database, "port"), DEFAULT_DATABASE_PORT)
+    engine = check.choice("gateway.database.queryEngine", get(database, "queryEngine"),
+                          QUERY_ENGINES, default=OFFLINE_ENGINE)
+    if location == EXTERNAL_DATABASE and not has_url:
+        check.report(GATEWAY_DATABASE_URL, "nothing", "a secret (required with"
+                     " gateway.database.location external): pulumi config set --secret"
+                     f" {GATEWAY_DATABASE_URL} < file")
+    if location == LOCAL_DATABASE and has_url:
+        check.report(GATEWAY_DATABASE_URL, "a database URL with a local database",
+                     "no gatewayDatabaseUrl, or gateway.database.location external")
+    if None in (location, port, engine):
+        return None
+    return GatewayDatabase(location, port, engine)
+
+
+def _coder(check: Checker, value: Any, endpoint_names: Collection[str],
+           keyless: Collection[str]) -> tuple[tuple[str, ...], int | None, int | None]:
+    coder = check.obj("gateway.coder", value, ("upstreams", "numRetries", "requestTimeout"))
+    if coder is None:
+        return (), None, None
+    allowed = ("a non-empty list of declared endpoints (inferenceHosts, runpod.pods,"
+               " redsEndpoints): " + (", ".join(endpoint_names) or "none is declared"))
+    names = get(coder, "upstreams")
+    upstreams: list[str] = []
+    if not isinstance(names, list) or not names:
+        check.fail("gateway.coder.upstreams", names, allowed)
+    else:
+        for i, name in enumerate(names):
+            if name not in endpoint_names:
+                check.fail(f"gateway.coder.upstreams[{i}]", name, allowed)
+            elif name in keyless:
+                check.fail(f"gateway.coder.upstreams[{i}]", name,
+                           f"an endpoint with a key the gateway host can use for its tunnel:"
+                           f" redsEndpoints.{name}.ssh.privateKeyPath or sshPrivateKeys.{name}")
+            elif name in upstreams:
+                check.fail(f"gateway.coder.upstreams[{i}]", name, "each endpoint once")
+            else:
+                upstreams.append(name)
+    retries = check.integer("gateway.coder.numRetries", get(coder, "numRetries"), 0, 10, default=2)
+    timeout = check.integer("gateway.coder.requestTimeout", get(coder, "requestTimeout"), 1, 3600,
+                            default=600)
+    return tuple(upstreams), retries, timeout
+
+
+def _hatch(check: Checker, value: Any) -> Hatch | None:
+    hatch = check.obj("gateway.hatch", value, ("model", "apiBase", "monthlyCapUsd", "alertUsd"))
+    if hatch is None:
+        return None
+    model = check.pattern("gateway.hatch.model", get(hatch, "model"), _MODEL,
+                          "the frontier provider's model id (e.g. claude-sonnet-4-5)")
+    api_base = check.text("gateway.hatch.apiBase", get(hatch, "apiBase"), api_url,
+                          API_URL_TEXT,
+                          default=DEFAULT_HATCH_API)
+    cap = _usd(check, "gateway.hatch.monthlyCapUsd", get(hatch, "monthlyCapUsd"))
+    alert = _usd(check, "gateway.hatch.alertUsd", get(hatch, "alertUsd"))
+    if cap is not None and alert is not None and not alert < cap:
+        check.fail("gateway.hatch.alertUsd", alert,
+                   f"an amount below gateway.hatch.monthlyCapUsd ({cap}): the alert must fire"
+                   " before the cap shuts the hatch")
+        return None
+    if None in (model, api_base, cap, alert):
+        return None
+    return Hatch(model, api_base, cap, alert)
+
+
+def _usd(check: Checker, key: str, value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        check.fail(key, value, "an amount in USD greater than 0" +
+                   (" (required)" if value is MISSING else ""))
+        return None
+    return float(value)
