@@ -1,0 +1,178 @@
+"""Budgets that hold: the contract of the cookbook's `gateway_budget.py` (seed 001 step 5), in
+USD per developer key and for the hatch's monthly cap.
+
+Reserve, then settle. Admission holds the request's worst case (its max_tokens priced at the
+model's output price, plus an upper bound of its prompt priced at the input price) against the
+key's budget, counting settled spend AND every hold still in flight, so concurrent requests
+cannot each claim the same headroom. Settlement happens exactly once per request id and never
+above what was held. The hatch's cap counts in-flight holds the same way, is inclusive at the
+boundary, and an escalation is idempotent per request. Over a limit the request is rejected and
+nothing changes: never a silent downgrade.
+
+Money is kept in integer nano-dollars (`Nanos`) so that sums are exact and the inclusive
+boundary is exact (3.10 + 6.00 <= 10 must not fail on a float's last bit); holds round up,
+settlements to nearest, so an actual cost equal to the worst case settles at the hold.
+
+`BudgetRules` is the whole decision logic as pure functions of a snapshot; `Ledger` keeps the
+state in memory (the unit-tested reference, and what the contract tests drive); `pg_store`
+keeps the same state in PostgreSQL and calls the same rules inside a transaction.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from decimal import ROUND_CEILING, ROUND_HALF_EVEN, Decimal
+from typing import Literal
+
+from spear_gateway.hatch import may_escalate
+
+NANOS_PER_USD = 1_000_000_000
+Admission = Literal["fleet", "reject-duplicate", "reject-quota"]
+Escalation = Literal["hatch", "reject-client-error", "reject-hatch-budget"]
+
+
+class ContractViolation(ValueError):
+    """A call the contract forbids (double settle, settle above the hold, bad money, reset with
+    requests in flight). Nothing was changed."""
+
+
+def is_money(value: object) -> bool:
+    return type(value) in (int, float) and math.isfinite(value) and value >= 0
+
+
+def _money(name: str, value: object) -> Decimal:
+    if not is_money(value):
+        raise ContractViolation(f"{name} {value!r}: allowed is a finite number of USD >= 0 "
+                                "(not a bool, not a string)")
+    return Decimal(repr(value)) if type(value) is float else Decimal(value)
+
+
+def nanos_up(name: str, usd: object) -> int:
+    """A hold in nano-dollars, rounded up: a hold is never smaller than the cost it covers."""
+    return int((_money(name, usd) * NANOS_PER_USD).to_integral_value(ROUND_CEILING))
+
+
+def nanos(name: str, usd: object) -> int:
+    """A settled amount in nano-dollars, rounded to nearest."""
+    return int((_money(name, usd) * NANOS_PER_USD).to_integral_value(ROUND_HALF_EVEN))
+
+
+def usd(amount_nanos: int) -> float:
+    return amount_nanos / NANOS_PER_USD
+
+
+@dataclass(frozen=True)
+class Hold:
+    """An admitted request in flight: whose key, what it holds, and its hatch hold if any."""
+
+    key: str
+    held: int
+    hatch_held: int | None = None
+
+
+class BudgetRules:
+    """The decisions, as pure functions of what is spent and held. A rejection is a return
+    value; a contract violation raises before anything could be written."""
+
+    @staticmethod
+    def admit(*, known: bool, used: int, in_flight: int, budget: int, worst: int) -> Admission:
+        if known:
+            return "reject-duplicate"
+        if used + in_flight + worst > budget:
+            return "reject-quota"
+        return "fleet"
+
+    @staticmethod
+    def escalate(*, hold: Hold, fleet_status: int | str, hatch_spent: int, hatch_in_flight: int,
+                 cap: int, estimate: int) -> Escalation:
+        if hold.hatch_held is not None:
+            return "hatch"  # idempotent: the same request escalating again holds nothing more
+        if not may_escalate(fleet_status):
+            return "reject-client-error"
+        if hatch_spent + hatch_in_flight + estimate > cap:
+            return "reject-hatch-budget"
+        return "hatch"
+
+    @staticmethod
+    def check_settle(request_id: str, hold: Hold | None, settled: bool, key_amount: int,
+                     hatch_amount: int) -> Hold:
+        if settled:
+            raise ContractViolation(f"request {request_id}: double settle (it was settled before)")
+        if hold is None:
+            raise ContractViolation(f"request {request_id}: unknown request (never admitted)")
+        if key_amount > hold.held:
+            raise ContractViolation(
+                f"request {request_id}: settled above reservation ({usd(key_amount)} USD > "
+                f"{usd(hold.held)} USD held)")
+        if hatch_amount > (hold.hatch_held or 0):
+            raise ContractViolation(
+                f"request {request_id}: settled above hatch reservation ({usd(hatch_amount)} USD "
+                f"> {usd(hold.hatch_held or 0)} USD held on the hatch)")
+        return hold
+
+
+@dataclass
+class Ledger:
+    """The budgets in memory: one process, the reference the contract tests drive."""
+
+    hatch_cap_usd: float
+    used: dict[str, int] = field(default_factory=dict)
+    held: dict[str, Hold] = field(default_factory=dict)
+    hatch_spent: int = 0
+    done: set[str] = field(default_factory=set)  # settled request ids, never reused
+
+    def __post_init__(self) -> None:
+        self.cap = nanos("hatch_cap_usd", self.hatch_cap_usd)
+
+    def admit(self, key: str, request_id: str, worst_usd: float, budget_usd: float) -> Admission:
+        """Hold `worst_usd` against the key's `budget_usd`, or reject and change nothing."""
+        worst, budget = nanos_up("worst_usd", worst_usd), nanos("budget_usd", budget_usd)
+        if worst <= 0:
+            raise ContractViolation(f"worst_usd {worst_usd!r}: a request's worst case must be > 0")
+        verdict = BudgetRules.admit(
+            known=request_id in self.held or request_id in self.done,
+            used=self.used.get(key, 0),
+            in_flight=sum(h.held for h in self.held.values() if h.key == key),
+            budget=budget, worst=worst)
+        if verdict == "fleet":
+            self.held[request_id] = Hold(key, worst)
+        return verdict
+
+    def escalate(self, request_id: str, fleet_status: int | str, estimate_usd: float) -> Escalation:
+        """The fleet failed this admitted request: hold `estimate_usd` on the hatch, or say no."""
+        estimate = nanos_up("estimate_usd", estimate_usd)
+        hold = self.held.get(request_id)
+        if hold is None or request_id in self.done:
+            raise ContractViolation(f"request {request_id}: only a request in flight may escalate")
+        verdict = BudgetRules.escalate(
+            hold=hold, fleet_status=fleet_status, hatch_spent=self.hatch_spent,
+            hatch_in_flight=sum(h.hatch_held or 0 for h in self.held.values()),
+            cap=self.cap, estimate=estimate)
+        if verdict == "hatch" and hold.hatch_held is None:
+            self.held[request_id] = Hold(hold.key, hold.held, estimate)
+        return verdict
+
+    def settle(self, request_id: str, key_usd: float, hatch_usd: float = 0.0) -> None:
+        """Charge the actual cost exactly once; every check precedes any change."""
+        key_amount, hatch_amount = nanos("key_usd", key_usd), nanos("hatch_usd", hatch_usd)
+        hold = BudgetRules.check_settle(request_id, self.held.get(request_id),
+                                        request_id in self.done, key_amount, hatch_amount)
+        del self.held[request_id]
+        self.used[hold.key] = self.used.get(hold.key, 0) + key_amount
+        self.hatch_spent += hatch_amount
+        self.done.add(request_id)
+
+    def new_month(self) -> None:
+        """Start a new budget window; refused while requests are in flight (their holds belong to
+        the window they were admitted in)."""
+        if self.held:
+            raise ContractViolation(f"reset with requests in flight ({len(self.held)} held)")
+        self.used, self.hatch_spent = {}, 0
+
+    def used_usd(self, key: str) -> float:
+        return usd(self.used.get(key, 0))
+
+    @property
+    def hatch_spent_usd(self) -> float:
+        return usd(self.hatch_spent)
