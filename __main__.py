@@ -8,7 +8,9 @@ from components.endpoints.reds import RedsEndpoint, RedsEndpointArgs
 from components.endpoints.runpod_endpoint import RunPodEndpoint, RunPodEndpointArgs
 from components.inference_host import InferenceHost, InferenceHostArgs
 from config.load import load
-from config.types import RUNPOD_API_KEY, VLLM_API_KEY
+from components.gateway import Gateway, GatewayArgs, Upstream
+from config.types import (FRONTIER_API_KEY, GATEWAY_DATABASE_URL, GATEWAY_MASTER_KEY,
+                          RUNPOD_API_KEY, VLLM_API_KEY)
 
 stack = load()
 
@@ -32,9 +34,34 @@ reds_endpoints = {
     for name, endpoint in stack.config.reds_endpoints.items()
 }
 
+# The gateway routes `coder` to the endpoints it names, each through a tunnel at its backend's
+# client port on the gateway host.
+cfg = stack.config
+endpoints = {**{name: (host, cfg.inference_hosts[name].backend)
+                for name, host in inference_hosts.items()},
+             **{name: (pod, cfg.runpod_pods[name].backend) for name, pod in runpod_pods.items()},
+             **{name: (endpoint, cfg.reds_endpoints[name].backend)
+                for name, endpoint in reds_endpoints.items()}}
+gateway_cfg = cfg.gateway
+gateway = None if gateway_cfg is None else Gateway(gateway_cfg.name, GatewayArgs(
+    config=gateway_cfg,
+    private_key=stack.ssh_keys[gateway_cfg.name],
+    master_key=stack.api_keys[GATEWAY_MASTER_KEY],
+    frontier_api_key=stack.api_keys[FRONTIER_API_KEY],
+    database_url=stack.api_keys.get(GATEWAY_DATABASE_URL),
+    upstreams={name: Upstream(reach=endpoints[name][0].reach, backend=endpoints[name][1],
+                              after=[endpoints[name][0]])
+               for name in gateway_cfg.upstreams},
+    developers=cfg.developers,
+))
+
 pulumi.export("inference_hosts", {name: host.outputs for name, host in inference_hosts.items()})
 pulumi.export("runpod_pods", {name: pod.outputs for name, pod in runpod_pods.items()})
 pulumi.export("reds_endpoints", {name: endpoint.outputs for name, endpoint in reds_endpoints.items()})
 # The client side's backend table, so the policy pack can check the tunnel ports for collisions.
 pulumi.export("backends", {name: dataclasses.asdict(backend)
                            for name, backend in stack.config.backends.items()})
+if gateway is not None:
+    pulumi.export("gateway", gateway.outputs)
+    # Per developer, per harness: the environment (and Codex's config file), with the key.
+    pulumi.export("harnesses", gateway.harnesses)

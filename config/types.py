@@ -156,6 +156,7 @@ class FleetConfig:
     api_keys: dict[str, ApiKey]  # API_KEY_NAMES given by the stack
     reds_endpoints: dict[str, RedsEndpoint]  # {} when the stack declares none
     gateway: Gateway | None  # None when the stack declares none
+    developers: dict[str, Developer]  # {} when the stack declares none
 
 
 # --------------------------------------------------------------------------------------------
@@ -287,6 +288,14 @@ class Hatch:
 
 
 @dataclass(frozen=True)
+class Pricing:
+    """What a fleet token costs a developer's budget (an internal charge: the fleet's GPUs are
+    paid either way, and budgets need a price to hold)."""
+    input_usd_per_token: float
+    output_usd_per_token: float
+
+
+@dataclass(frozen=True)
 class Gateway:
     name: str  # names its resources
     ssh: SshTarget
@@ -299,4 +308,24 @@ class Gateway:
     upstreams: tuple[str, ...]  # endpoint names `coder` routes to (hosts, pods, REDS endpoints)
     num_retries: int
     request_timeout: int  # seconds
+    pricing: Pricing
     hatch: Hatch
+
+
+# --------------------------------------------------------------------------------------------
+# Developers (seed 001 step 5, "Budget hygiene"): one virtual key each, with a budget that resets
+
+
+@dataclass(frozen=True)
+class Developer:
+    name: str  # the key in developers; the key's alias and metadata.developer
+    team: str | None
+    models: tuple[str, ...]  # gateway model names the key may use
+    max_budget: float  # USD per budget window
+    budget_duration: str  # LiteLLM's window: "30d", "1mo", ...
+    tpm_limit: int | None
+    rpm_limit: int | None
+    max_parallel_requests: int | None
+    metadata: dict[str, str]
+    rotation: int  # bump to rotate the key (/key/regenerate); the old one lives the grace period
+    rotation_grace: str  # e.g. "24h"

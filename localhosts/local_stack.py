@@ -1,10 +1,11 @@
-"""The embedded default: a local systemd host, and the files the `local` stack installs on it.
+"""The embedded default: two local systemd hosts, and the files the `local` stack installs on them.
 
-The host is an nspawn container (localhosts/host.py). Its llama.cpp build folder and ccache
-live in the cache on this machine (bind mounts), so a re-created host, or a test host, reuses a
-finished build of the same key instead of spending 20 minutes on it again.
+The hosts are nspawn containers (localhosts/host.py): `local`, the inference host, and `gateway`.
+The inference host's llama.cpp build folder and ccache live in the cache on this machine (bind
+mounts), so a re-created host, or a test host, reuses a finished build of the same key instead of
+spending 20 minutes on it again; the gateway host gets the wheelhouse LiteLLM installs from.
 
-    python -m localhosts.local_stack up [--fresh]   # boot the `local` host, make its files
+    python -m localhosts.local_stack up [--fresh]   # boot both hosts, make their files
     python -m localhosts.local_stack down
 """
 
@@ -14,13 +15,20 @@ import argparse
 import sys
 from pathlib import Path
 
+import yaml
+
 from localhosts import llama_source, tiny_model
 from localhosts.host import HostInfo, start_host, stop_host
+from localhosts.wheelhouse import ensure_wheelhouse
 from spear.cache import cache_dir
 
 LOCAL_HOST = "local"
 LOCAL_SSH_PORT = 2222  # matches stacks/Pulumi.local.yaml
 RUNTIME_DIR = "/opt/spear"
+GATEWAY_HOST = "gateway"
+GATEWAY_SSH_PORT = 2223  # matches stacks/Pulumi.local.yaml
+WHEELHOUSE = "/var/cache/spear/wheelhouse"  # gateway.litellm.wheelhouse in the local stack
+LOCAL_STACK = Path(__file__).resolve().parents[1] / "stacks" / "Pulumi.local.yaml"
 
 
 def host_binds() -> list[tuple[str, str]]:
@@ -47,19 +55,35 @@ def stop(name: str = LOCAL_HOST) -> None:
     stop_host(name)
 
 
+def litellm_version(stack_file: Path = LOCAL_STACK) -> str:
+    """The LiteLLM version a stack file pins for its gateway."""
+    config = yaml.safe_load(stack_file.read_text())["config"]
+    return str(config["spear-fleet:gateway"]["litellm"]["version"])
+
+
+def start_gateway(name: str = GATEWAY_HOST, ssh_port: int = GATEWAY_SSH_PORT,
+                  versions: tuple[str, ...] = (), fresh: bool = False) -> HostInfo:
+    """Boot the gateway host `name` with the wheelhouse for the stack's LiteLLM version (and any
+    other `versions` a test moves to) mounted where the stack's install looks."""
+    for version in (litellm_version(), *versions):
+        folder = ensure_wheelhouse(version)
+    return start_host(name, ssh_port, [(str(folder), WHEELHOUSE)], fresh=fresh)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m localhosts.local_stack")
     sub = parser.add_subparsers(dest="command", required=True)
-    up = sub.add_parser("up", help="boot the local host and make the files its stack names")
-    up.add_argument("--fresh", action="store_true", help="start from a clean root filesystem")
-    sub.add_parser("down", help="stop the local host")
+    up = sub.add_parser("up", help="boot the local hosts and make the files their stack names")
+    up.add_argument("--fresh", action="store_true", help="start from clean root filesystems")
+    sub.add_parser("down", help="stop the local hosts")
     args = parser.parse_args(argv)
     if args.command == "up":
-        info = start(fresh=args.fresh)
-        print(f"local host up: ssh -i {info.private_key_path} -p {info.ssh_port} root@127.0.0.1",
-              file=sys.stderr)
+        for info in (start(fresh=args.fresh), start_gateway(fresh=args.fresh)):
+            print(f"{info.name} host up: ssh -i {info.private_key_path} -p {info.ssh_port}"
+                  " root@127.0.0.1", file=sys.stderr)
     else:
         stop()
+        stop(GATEWAY_HOST)
     return 0
 
 

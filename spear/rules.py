@@ -56,3 +56,50 @@ def is_loopback(host: object) -> bool:
 def cgroup_line(slice_name: str, unit: str) -> str:
     """The unified-hierarchy line of /proc/<pid>/cgroup for a process of `unit` in `slice_name`."""
     return f"0::/{slice_name}/{unit}"
+
+
+# Seed 001 step 5: the gateway. Developers only ever ask for `coder`; `frontier` is the hatch,
+# reached by escalation alone, and only when the fleet answered 429 or 5xx (or not at all): a
+# client error that escalated would burn frontier budget on every retry.
+GATEWAY_UNIT = "spear-gateway.service"
+CODER_MODEL = "coder"
+FRONTIER_MODEL = "frontier"
+GATEWAY_MODELS = (CODER_MODEL, FRONTIER_MODEL)
+# The hook LiteLLM loads from config.yaml (hosts/gateway/spear_gateway) that classifies the
+# fleet's failure and escalates.
+HATCH_CALLBACK = "spear_gateway.litellm_hooks.proxy_handler"
+HATCH_STATUSES = ("429", "5xx", "timeout")
+
+
+def escalates(status: int | None) -> bool:
+    """Whether the fleet's failure may use the hatch: 429, any 5xx, or no answer (None)."""
+    return status is None or status == 429 or 500 <= status <= 599
+
+
+def tunnel_unit(endpoint: str) -> str:
+    """The gateway host's SSH tunnel unit to an endpoint."""
+    return f"spear-tunnel-{endpoint}.service"
+
+
+# Seed 001 "Budget hygiene": a developer's budget resets every window; LiteLLM's durations.
+BUDGET_DURATION = re.compile(r"[1-9][0-9]{0,3}(s|m|h|d|mo)")
+BUDGET_DURATION_TEXT = 'a window like "30s", "30m", "24h", "30d" or "1mo"'
+
+
+def developer_key_problems(models: object, max_budget: object, budget_duration: object) -> list[str]:
+    """Why a developer's key breaks the budget rules (empty when it does not)."""
+    problems = []
+    if not isinstance(budget_duration, str) or not BUDGET_DURATION.fullmatch(budget_duration):
+        problems.append("no budget_duration: the budget never resets and locks the developer out")
+    if isinstance(max_budget, bool) or not isinstance(max_budget, (int, float)) or max_budget <= 0:
+        problems.append("max_budget is not greater than 0")
+    if not isinstance(models, list) or not models:
+        problems.append("no models")
+    else:
+        if FRONTIER_MODEL in models:
+            problems.append(f"{FRONTIER_MODEL} given directly: it is the hatch, reached by"
+                            " escalation only")
+        unknown = [m for m in models if m not in GATEWAY_MODELS]
+        if unknown:
+            problems.append(f"models {unknown} are not the gateway's ({', '.join(GATEWAY_MODELS)})")
+    return problems

@@ -39,7 +39,21 @@ POD_VLLM = Token("PodVllm")
 # The dynamic resource of the REDS endpoint (components/endpoints/reds.py): it installs nothing.
 REDS_TUNNEL_CHECK = Token("RedsTunnelCheck")
 
+# Dynamic resources of the gateway (components/gateway/).
+LITELLM_INSTALL = Token("LitellmInstall")
+GATEWAY_DATABASE = Token("GatewayDatabase")
+GATEWAY_MIGRATIONS = Token("GatewayMigrations")
+GATEWAY_CONFIG = Token("GatewayConfig")
+GATEWAY_ENV = Token("GatewayEnv")
+GATEWAY_HOOK_FILE = Token("GatewayHookFile")
+GATEWAY_SERVICE = Token("GatewayService")
+TUNNEL_KEY = Token("TunnelKey")
+GATEWAY_TUNNEL = Token("GatewayTunnel")
+GATEWAY_SMOKE_TEST = Token("GatewaySmokeTest")
+GATEWAY_KEY = Token("GatewayKey")
+
 # Components.
 INFERENCE_HOST = "spear:inference:InferenceHost"
 RUNPOD_ENDPOINT = "spear:endpoints:RunPodEndpoint"
 REDS_ENDPOINT = "spear:endpoints:RedsEndpoint"
+GATEWAY = "spear:gateway:Gateway"

@@ -32,6 +32,8 @@ class RemoteFileArgs:
     # Extra properties recorded with the file for policies and reviewers (e.g. the settings a
     # config file was rendered from, the ports it makes something bind).
     facts: dict[str, Any] = field(default_factory=dict)
+    # The content holds secrets (an env file, a key): encrypted in state, never shown in a diff.
+    secret: bool = False
 
 
 class RemoteFileProvider(HostProvider):
@@ -75,4 +77,5 @@ class RemoteFile(HostResource, module=tokens.DYNAMIC_MODULE, name=tokens.REMOTE_
             },
             opts,
             outputs=("digest",),
+            secret_inputs=("content",) if args.secret else (),
         )

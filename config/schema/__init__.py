@@ -11,13 +11,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from config.checker import Checker, get, map_names
-from config.schema import backends, gateway, hosts, reds, runpod
+from config.checker import MISSING, Checker, get, map_names
+from config.schema import backends, developers, gateway, hosts, reds, runpod
 from config.types import API_KEY_NAMES, FleetConfig
 
-TOP_KEYS = backends.KEYS + hosts.KEYS + runpod.KEYS + reds.KEYS + gateway.KEYS
+TOP_KEYS = (backends.KEYS + hosts.KEYS + runpod.KEYS + reds.KEYS + gateway.KEYS
+            + developers.KEYS)
 # Keys whose value is an object (the loader reads them as JSON).
-OBJECT_KEYS = backends.KEYS + hosts.KEYS + runpod.OBJECT_KEYS + reds.KEYS + gateway.OBJECT_KEYS
+OBJECT_KEYS = (backends.KEYS + hosts.KEYS + runpod.OBJECT_KEYS + reds.KEYS + gateway.OBJECT_KEYS
+               + developers.KEYS)
 
 
 def parse(raw: Mapping[str, Any]) -> FleetConfig:
@@ -50,7 +52,10 @@ def parse(raw: Mapping[str, Any]) -> FleetConfig:
         get(raw, "sshPrivateKeys"), endpoint_names=[*host_names, *pod_names, *endpoint_names],
         taken_names=[*host_names, *pod_names, *endpoint_names],
         keyless=[name for name, endpoint in reds_endpoints.items() if endpoint.ssh.key is None])
+    the_developers = developers.parse(check, get(raw, "developers"),
+                                      has_gateway=get(raw, "gateway") is not MISSING)
     check.raise_if_any()
     return FleetConfig(inference_hosts=inference_hosts, backends=backend_table,
                        runpod_pods=runpod_pods, api_keys={**api_keys, **gateway_keys},
-                       reds_endpoints=reds_endpoints, gateway=the_gateway)
+                       reds_endpoints=reds_endpoints, gateway=the_gateway,
+                       developers=the_developers)

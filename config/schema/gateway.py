@@ -19,7 +19,7 @@ from config.schema.runpod import _api_key
 from config.types import (DATABASE_LOCATIONS, EXTERNAL_DATABASE, FRONTIER_API_KEY,
                           GATEWAY_DATABASE_URL, GATEWAY_MASTER_KEY, LOCAL_DATABASE,
                           OFFLINE_ENGINE, QUERY_ENGINES, ApiKey, Gateway, GatewayDatabase, Hatch,
-                          PackageSource, SshTarget)
+                          PackageSource, Pricing, SshTarget)
 
 KEYS = ("gateway", GATEWAY_MASTER_KEY, FRONTIER_API_KEY, GATEWAY_DATABASE_URL)
 OBJECT_KEYS = ("gateway",)
@@ -31,6 +31,8 @@ DEFAULT_LITELLM = "1.91.1"  # the cookbook's pin
 DEFAULT_PYPI = "https://pypi.org/simple"
 DEFAULT_DATABASE_PORT = 5432
 DEFAULT_HATCH_API = "https://api.anthropic.com"
+# USD per million tokens charged to a developer's budget for `coder` (input, output).
+DEFAULT_PRICE = {"input": 0.5, "output": 2.0}
 
 _KEYS = ("name", "ssh", "runtimeDir", "listen", "litellm", "database", "coder", "hatch")
 _VERSION = re.compile(r"[0-9]+\.[0-9]+\.[0-9]+")
@@ -86,12 +88,13 @@ def parse(check: Checker, value: Any, secret_values: Mapping[str, Any], ssh_keys
         port = check.port("gateway.listen.port", get(listen, "port"), DEFAULT_PORT)
     version, packages = _litellm(check, get(gateway, "litellm"))
     database = _database(check, get(gateway, "database"), GATEWAY_DATABASE_URL in given)
-    upstreams, retries, timeout = _coder(check, get(gateway, "coder"), endpoint_names, keyless)
+    upstreams, retries, timeout, pricing = _coder(check, get(gateway, "coder"), endpoint_names,
+                                                  keyless)
     hatch = _hatch(check, get(gateway, "hatch"))
     if not check.clean_since(start):
         return None, given
     return Gateway(name, ssh, runtime_dir, host, port, version, packages, database, upstreams,
-                   retries, timeout, hatch), given
+                   retries, timeout, pricing, hatch), given
 
 
 def _secret(check: Checker, name: str, value: Any, required: bool) -> ApiKey | None:
@@ -168,10 +171,12 @@ def _database(check: Checker, value: Any, has_url: bool) -> GatewayDatabase | No
 
 
 def _coder(check: Checker, value: Any, endpoint_names: Collection[str],
-           keyless: Collection[str]) -> tuple[tuple[str, ...], int | None, int | None]:
-    coder = check.obj("gateway.coder", value, ("upstreams", "numRetries", "requestTimeout"))
+           keyless: Collection[str]
+           ) -> tuple[tuple[str, ...], int | None, int | None, Pricing | None]:
+    coder = check.obj("gateway.coder", value, ("upstreams", "numRetries", "requestTimeout",
+                                                "pricePerMillionTokensUsd"))
     if coder is None:
-        return (), None, None
+        return (), None, None, None
     allowed = ("a non-empty list of declared endpoints (inferenceHosts, runpod.pods,"
                " redsEndpoints): " + (", ".join(endpoint_names) or "none is declared"))
     names = get(coder, "upstreams")
@@ -193,7 +198,19 @@ def _coder(check: Checker, value: Any, endpoint_names: Collection[str],
     retries = check.integer("gateway.coder.numRetries", get(coder, "numRetries"), 0, 10, default=2)
     timeout = check.integer("gateway.coder.requestTimeout", get(coder, "requestTimeout"), 1, 3600,
                             default=600)
-    return tuple(upstreams), retries, timeout
+    return tuple(upstreams), retries, timeout, _pricing(check, get(coder, "pricePerMillionTokensUsd"))
+
+
+def _pricing(check: Checker, value: Any) -> Pricing | None:
+    key = "gateway.coder.pricePerMillionTokensUsd"
+    price = check.obj(key, value, ("input", "output"), required=False)
+    if price is None:
+        return None
+    per_million = [_usd(check, f"{key}.{part}", get(price, part), DEFAULT_PRICE[part])
+                   for part in ("input", "output")]
+    if None in per_million:
+        return None
+    return Pricing(*(usd / 1e6 for usd in per_million))
 
 
 def _hatch(check: Checker, value: Any) -> Hatch | None:
@@ -217,7 +234,9 @@ def _hatch(check: Checker, value: Any) -> Hatch | None:
     return Hatch(model, api_base, cap, alert)
 
 
-def _usd(check: Checker, key: str, value: Any) -> float | None:
+def _usd(check: Checker, key: str, value: Any, default: float | None = None) -> float | None:
+    if value is MISSING and default is not None:
+        return default
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
         check.fail(key, value, "an amount in USD greater than 0" +
                    (" (required)" if value is MISSING else ""))

@@ -1,0 +1,211 @@
+"""The gateway (seed 001 steps 5-6): LiteLLM between every developer and the fleet, on a host
+spear-fleet logs in to, with PostgreSQL for keys and spend.
+
+Each part is its own resource so that its diff is the upgrade a reviewer sees: a LiteLLM version
+bump replaces the install (new venv), applies only the new migrations and restarts the proxy; a
+config change rewrites config.yaml and restarts, nothing else moves; a new upstream adds a
+tunnel unit and a route.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+
+from components.endpoints.reach import Reach
+from components.gateway.database import (LocalDatabase, LocalDatabaseArgs, Migrations,
+                                         MigrationsArgs)
+from components.gateway.install import LitellmInstall, LitellmInstallArgs
+from components.gateway.keys import GatewayKey, GatewayKeyArgs
+from components.gateway.offline_engine import bundle_key
+from components.gateway.render import (DATABASE_URL_ENV, FRONTIER_KEY_ENV, HOOK_FILES,
+                                       MASTER_KEY_ENV, Route, hooks_digest,
+                                       render_config, render_env, render_tunnel_unit, render_unit,
+                                       upstream_key_env)
+from components.hostops.remote_file import RemoteFile, RemoteFileArgs, content_digest
+from components.hostops.smoke_test import SmokeTest, SmokeTestArgs
+from components.hostops.ssh import connection_input
+from components.hostops.systemd_unit import HealthCheck, SystemdUnit, SystemdUnitArgs
+from config.types import EXTERNAL_DATABASE, OFFLINE_ENGINE, Backend, Developer
+from config.types import Gateway as GatewayConfig
+from spear import harness, tokens
+from spear.rules import CODER_MODEL, GATEWAY_UNIT, SYSTEM_SLICE, tunnel_unit
+
+
+class GatewayConfigFile(RemoteFile, module=tokens.DYNAMIC_MODULE, name=tokens.GATEWAY_CONFIG.name):
+    """<runtime>/config/config.yaml: routes, the hatch, settings; no secrets."""
+
+
+class GatewayEnv(RemoteFile, module=tokens.DYNAMIC_MODULE, name=tokens.GATEWAY_ENV.name):
+    """<runtime>/config/gateway.env (0600): the master key, the provider keys, the database URL."""
+
+
+class GatewayHookFile(RemoteFile, module=tokens.DYNAMIC_MODULE,
+                      name=tokens.GATEWAY_HOOK_FILE.name):
+    """One file of the hook package LiteLLM loads (hosts/gateway/spear_gateway, spear/rules.py)."""
+
+
+class TunnelKey(RemoteFile, module=tokens.DYNAMIC_MODULE, name=tokens.TUNNEL_KEY.name):
+    """<runtime>/tunnels/<endpoint>.key (0600): the key the tunnel logs in to the endpoint with."""
+
+
+class GatewayTunnel(SystemdUnit, module=tokens.DYNAMIC_MODULE, name=tokens.GATEWAY_TUNNEL.name):
+    """spear-tunnel-<endpoint>.service: the endpoint's server on this host's loopback."""
+
+
+class GatewayService(SystemdUnit, module=tokens.DYNAMIC_MODULE, name=tokens.GATEWAY_SERVICE.name):
+    """spear-gateway.service: the LiteLLM proxy."""
+
+
+class GatewaySmokeTest(SmokeTest, module=tokens.DYNAMIC_MODULE,
+                       name=tokens.GATEWAY_SMOKE_TEST.name):
+    """The seed's smoke test asked of `coder` through the gateway, with a developer's key."""
+
+
+@dataclass
+class Upstream:
+    reach: Reach
+    backend: Backend  # its client port is the tunnel's local end on the gateway host
+    after: list[pulumi.Resource]  # what must be up first (the endpoint's component)
+
+
+@dataclass
+class GatewayArgs:
+    config: GatewayConfig
+    private_key: pulumi.Input[str]  # secret: the gateway host's SSH key
+    master_key: pulumi.Input[str]  # secret
+    frontier_api_key: pulumi.Input[str]  # secret
+    database_url: pulumi.Input[str] | None  # secret; None with the local database
+    upstreams: dict[str, Upstream]  # by endpoint name, in `coder`'s order
+    developers: dict[str, Developer]  # one virtual key each
+
+
+class Gateway(pulumi.ComponentResource):
+    def __init__(self, name: str, args: GatewayArgs,
+                 opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__(tokens.GATEWAY, name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        cfg = args.config
+        runtime = cfg.runtime_dir
+        connection = pulumi.Output.secret(
+            connection_input(cfg.ssh.host, cfg.ssh.port, cfg.ssh.user, args.private_key))
+        local_db = cfg.database.location != EXTERNAL_DATABASE
+
+        offline = cfg.database.query_engine == OFFLINE_ENGINE
+        self.install = LitellmInstall(f"{name}-litellm", LitellmInstallArgs(
+            connection=connection, gateway=cfg,
+            bundle_key=bundle_key() if offline else None), child)
+
+        self.database = LocalDatabase(f"{name}-postgresql", LocalDatabaseArgs(
+            connection=connection, runtime_dir=runtime, port=cfg.database.port),
+            child) if local_db else None
+
+        # The tunnels: each upstream's server on this host's loopback, at its backend's port.
+        tunnels: list[SystemdUnit] = []
+        routes: list[Route] = []
+        env: dict[str, pulumi.Input[str]] = {MASTER_KEY_ENV: args.master_key,
+                                             FRONTIER_KEY_ENV: args.frontier_api_key}
+        if args.database_url is not None:
+            env[DATABASE_URL_ENV] = args.database_url
+        for endpoint, upstream in args.upstreams.items():
+            reach, port = upstream.reach, upstream.backend.port
+            key_file = TunnelKey(f"{name}-tunnel-{endpoint}-key", RemoteFileArgs(
+                connection=connection,
+                path=posixpath.join(runtime, "tunnels", f"{endpoint}.key"),
+                content=pulumi.Output.secret(reach.private_key), mode=0o600, secret=True,
+            ), child)
+            unit_text = pulumi.Output.all(reach.ssh_host, reach.ssh_port).apply(
+                lambda hp, e=endpoint, r=reach, p=port: render_tunnel_unit(
+                    cfg, e, hp[0], hp[1], r.ssh_user, r.address, r.port, p))
+            tunnels.append(GatewayTunnel(f"{name}-tunnel-{endpoint}", SystemdUnitArgs(
+                connection=connection,
+                unit=tunnel_unit(endpoint),
+                content=unit_text,
+                slice=SYSTEM_SLICE,
+                # Through the tunnel: the endpoint's own health answers only when it forwards.
+                health=HealthCheck(port=port, timeout_seconds=120),
+                restart_triggers={"key": key_file.digest},
+            ), pulumi.ResourceOptions(parent=self, depends_on=[key_file, *upstream.after])))
+            routes.append(pulumi.Output.from_input(reach.served_model).apply(
+                lambda model, e=endpoint, r=reach, p=port: Route(e, p, model, r.api_key is not None)))
+            if reach.api_key is not None:
+                env[upstream_key_env(endpoint)] = reach.api_key
+
+        config_text = pulumi.Output.all(*routes).apply(lambda rs: render_config(cfg, list(rs)))
+        self.config_file = GatewayConfigFile(f"{name}-config", RemoteFileArgs(
+            connection=connection,
+            path=posixpath.join(runtime, "config", "config.yaml"),
+            content=config_text,
+            facts={"upstreams": list(args.upstreams), "litellm_version": cfg.litellm_version,
+                   "binds": [{"host": cfg.ssh.address, "address": cfg.host, "port": cfg.port,
+                              "what": "the LiteLLM gateway"}]},
+        ), child)
+        env_text = pulumi.Output.secret(pulumi.Output.all(**env).apply(render_env))
+        self.env_file = GatewayEnv(f"{name}-env", RemoteFileArgs(
+            connection=connection, path=posixpath.join(runtime, "config", "gateway.env"),
+            content=env_text, mode=0o600, secret=True), child)
+        hook_files = [GatewayHookFile(f"{name}-hook-{remote.replace('/', '-').replace('.py', '')}",
+                                      RemoteFileArgs(
+                                          connection=connection,
+                                          path=posixpath.join(runtime, "hooks", remote),
+                                          content=local.read_text()), child)
+                      for remote, local in HOOK_FILES.items()]
+
+        # Which database the records live in: a new one means new keys.
+        database = (self.database.id if self.database else
+                    pulumi.Output.secret(args.database_url).apply(content_digest))
+        self.migrations = Migrations(f"{name}-migrations", MigrationsArgs(
+            connection=connection, runtime_dir=runtime, install_key=self.install.install_key,
+            litellm_version=cfg.litellm_version, database=database,
+        ), pulumi.ResourceOptions(parent=self, depends_on=[
+            self.install, self.env_file, *([self.database] if self.database else [])]))
+
+        self.service = GatewayService(f"{name}-service", SystemdUnitArgs(
+            connection=connection,
+            unit=GATEWAY_UNIT,
+            content=render_unit(cfg, [tunnel_unit(e) for e in args.upstreams]),
+            slice=SYSTEM_SLICE,
+            # LiteLLM's liveness answers once the proxy (and its Prisma client) is up: 40-70 s.
+            health=HealthCheck(port=cfg.port, address=cfg.host, path="/health/liveliness",
+                               timeout_seconds=600),
+            # Known at preview, so the preview says what restarts the proxy.
+            restart_triggers={
+                "install_key": self.install.install_key,
+                "config": config_text.apply(content_digest),
+                "env": self.env_file.digest,
+                "hooks": hooks_digest(),
+            },
+        ), pulumi.ResourceOptions(parent=self, depends_on=[
+            self.migrations, self.config_file, *hook_files, *tunnels,
+            *([self.database] if self.database else [])]))
+
+        # One key per developer, then the seed's smoke test through the gateway with each key:
+        # every developer leaves `up` with a key that works.
+        after_service = pulumi.ResourceOptions(parent=self, depends_on=[self.service])
+        self.keys = {dev: GatewayKey(f"{name}-key-{dev}", GatewayKeyArgs(
+            connection=connection, address=cfg.host, port=cfg.port, master_key=args.master_key,
+            developer=developer, database=database,
+        ), after_service) for dev, developer in args.developers.items()}
+        self.smoke_tests = {dev: GatewaySmokeTest(f"{name}-smoke-{dev}", SmokeTestArgs(
+            connection=connection, port=cfg.port, address=cfg.host, model=CODER_MODEL,
+            api_key=key.key, triggers={"started_at": self.service.started_at},
+        ), pulumi.ResourceOptions(parent=self, depends_on=[key])) for dev, key in self.keys.items()}
+        url = f"http://{cfg.host}:{cfg.port}"
+        self.harnesses = {dev: pulumi.Output.secret(key.key).apply(
+            lambda k, d=dev: harness.wiring(url, k, CODER_MODEL)) for dev, key in self.keys.items()}
+
+        self.outputs: dict[str, Any] = {
+            "url": url,
+            "litellm_version": self.install.installed_version,
+            "upstreams": list(args.upstreams),
+            "migrations_applied": self.migrations.applied,
+            "database": "local" if local_db else "external",
+            "smoke_tests": {dev: test.summary for dev, test in self.smoke_tests.items()},
+            "keys": {dev: {"spend": key.spend, "budget_reset_at": key.budget_reset_at}
+                     for dev, key in self.keys.items()},
+        }
+        self.register_outputs(self.outputs)
+

@@ -1,0 +1,170 @@
+"""The gateway's PostgreSQL: LiteLLM's keys, budgets and spend, and spear-fleet's own ledger.
+
+`LocalDatabase` makes a cluster of Debian's PostgreSQL on the gateway host (its own cluster,
+`15/spear`, on the configured port and loopback only), a role and a database, and writes the
+database URL into `<runtime>/config/database.env` (0600). The password is made on the host and
+never leaves it: it is in no state, log or preview.
+
+`Migrations` applies LiteLLM's migrations with hosts/gateway/migrate.sh, which records each one,
+so a LiteLLM upgrade applies only the new ones; its outputs say how many were applied.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+import shlex
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+from pulumi.dynamic import ReadResult
+
+from components.gateway.render import HOSTS_DIR
+from components.hostops.host_resource import HostProvider, HostResource
+from components.hostops.ssh import RemoteError, Session
+from spear import tokens
+
+PG_VERSION = "15"
+CLUSTER = "spear"
+DATABASE = "litellm"
+ROLE = "litellm"
+MIGRATE_SH = HOSTS_DIR / "migrate.sh"
+
+
+@dataclass
+class LocalDatabaseArgs:
+    connection: pulumi.Input[dict]
+    runtime_dir: str
+    port: int
+
+
+class LocalDatabaseProvider(HostProvider):
+    replace_fields = ("port", "runtime_dir")
+
+    def resource_id(self, props: dict[str, Any]) -> str:
+        return f"{props['connection']['host']}:postgresql-{PG_VERSION}-{CLUSTER}"
+
+    def apply(self, props: dict[str, Any], olds: dict[str, Any] | None) -> dict[str, Any]:
+        port = int(props["port"])
+        env_file = posixpath.join(props["runtime_dir"], "config", "database.env")
+        script = f"""set -eu
+if ! command -v pg_createcluster >/dev/null; then
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql-{PG_VERSION} >/dev/null
+fi
+if [ ! -d /etc/postgresql/{PG_VERSION}/{CLUSTER} ]; then
+  pg_createcluster {PG_VERSION} {CLUSTER} --port {port} -- --auth-local=peer --auth-host=scram-sha-256 >/dev/null
+fi
+pg_conftool {PG_VERSION} {CLUSTER} set listen_addresses 127.0.0.1
+pg_conftool {PG_VERSION} {CLUSTER} set port {port}
+systemctl enable --quiet postgresql@{PG_VERSION}-{CLUSTER}
+systemctl restart postgresql@{PG_VERSION}-{CLUSTER}
+for i in $(seq 60); do pg_isready -q -h 127.0.0.1 -p {port} && break; sleep 0.5; done
+pg_isready -q -h 127.0.0.1 -p {port}
+mkdir -p {shlex.quote(posixpath.dirname(env_file))}
+if [ ! -s {shlex.quote(env_file)} ]; then
+  password=$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \\n')
+  umask 077
+  printf 'DATABASE_URL="postgresql://{ROLE}:%s@127.0.0.1:{port}/{DATABASE}"\\n' "$password" \\
+    > {shlex.quote(env_file)}.tmp
+  mv {shlex.quote(env_file)}.tmp {shlex.quote(env_file)}
+fi
+password=$(sed -n 's|^DATABASE_URL="postgresql://{ROLE}:\\([^@]*\\)@.*|\\1|p' {shlex.quote(env_file)})
+runuser -u postgres -- psql -q -p {port} -v ON_ERROR_STOP=1 -v pw="$password" <<'SQL'
+SELECT format('CREATE ROLE {ROLE} LOGIN PASSWORD %L', :'pw')
+  WHERE NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '{ROLE}') \\gexec
+SELECT format('ALTER ROLE {ROLE} PASSWORD %L', :'pw') \\gexec
+SELECT 'CREATE DATABASE {DATABASE} OWNER {ROLE}'
+  WHERE NOT EXISTS (SELECT FROM pg_database WHERE datname = '{DATABASE}') \\gexec
+SQL
+"""
+        with Session(props["connection"]) as host:
+            host.run(script)
+        return {**props, "cluster": f"{PG_VERSION}/{CLUSTER}", "database": DATABASE,
+                "env_file": env_file}
+
+    def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
+        with Session(props["connection"]) as host:
+            present = host.run(f"test -d /etc/postgresql/{PG_VERSION}/{CLUSTER}", check=False)
+        if present.code != 0:
+            return ReadResult(id_=None, outs={})
+        return ReadResult(id_=id_, outs=dict(props))
+
+    def delete(self, _id: str, props: dict[str, Any]) -> None:
+        # The keys, budgets and spend are the developers' records: a destroy stops the cluster
+        # and keeps its data (pg_dropcluster by hand, deliberately).
+        with Session(props["connection"]) as host:
+            host.run(f"systemctl disable --now --quiet postgresql@{PG_VERSION}-{CLUSTER}"
+                     " 2>/dev/null; true")
+
+
+class LocalDatabase(HostResource, module=tokens.DYNAMIC_MODULE,
+                    name=tokens.GATEWAY_DATABASE.name):
+    env_file: pulumi.Output[str]
+
+    def __init__(self, name: str, args: LocalDatabaseArgs,
+                 opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__(LocalDatabaseProvider(), name, {
+            "connection": args.connection,
+            "runtime_dir": args.runtime_dir,
+            "port": args.port,
+        }, opts, outputs=("cluster", "database", "env_file"))
+
+
+@dataclass
+class MigrationsArgs:
+    connection: pulumi.Input[dict]
+    runtime_dir: str
+    # The installed LiteLLM (its install key): a new one may bring new migrations.
+    install_key: pulumi.Input[str]
+    litellm_version: str
+    # Changes when the database does (a new local cluster, another external URL).
+    database: pulumi.Input[Any]
+
+
+_SUMMARY = re.compile(r"migrate: applied (\d+), skipped (\d+)")
+
+
+class MigrationsProvider(HostProvider):
+    update_fields = ("install_key", "litellm_version", "database", "script")
+
+    def resource_id(self, props: dict[str, Any]) -> str:
+        return f"{props['connection']['host']}:{props['runtime_dir']}:migrations"
+
+    def apply(self, props: dict[str, Any], olds: dict[str, Any] | None) -> dict[str, Any]:
+        runtime = props["runtime_dir"]
+        script = posixpath.join(runtime, "bin", "migrate.sh")
+        with Session(props["connection"]) as host:
+            host.write(script, props["script"], 0o755)
+            # DATABASE_URL from the env files, never on a command line.
+            result = host.run(
+                f"set -a; . {shlex.quote(runtime)}/config/gateway.env;"
+                f" [ ! -f {shlex.quote(runtime)}/config/database.env ] ||"
+                f" . {shlex.quote(runtime)}/config/database.env; set +a;"
+                f" {shlex.quote(script)} --venv {shlex.quote(runtime)}/venv 2>&1")
+        found = _SUMMARY.search(result.stdout)
+        if not found:
+            raise RemoteError(f"migrate.sh gave no summary:\n{result.stdout[-2000:]}")
+        return {**props, "applied": int(found.group(1)), "skipped": int(found.group(2))}
+
+    def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
+        return ReadResult(id_=id_, outs=dict(props))
+
+    def delete(self, _id: str, props: dict[str, Any]) -> None:
+        return None  # migrations are never undone: the schema holds the records
+
+
+class Migrations(HostResource, module=tokens.DYNAMIC_MODULE, name=tokens.GATEWAY_MIGRATIONS.name):
+    applied: pulumi.Output[int]
+    skipped: pulumi.Output[int]
+
+    def __init__(self, name: str, args: MigrationsArgs,
+                 opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__(MigrationsProvider(), name, {
+            "connection": args.connection,
+            "runtime_dir": args.runtime_dir,
+            "install_key": args.install_key,
+            "litellm_version": args.litellm_version,
+            "database": args.database,
+            "script": MIGRATE_SH.read_text(),
+        }, opts, outputs=("applied", "skipped"), secret_inputs=("database",))

@@ -1,0 +1,175 @@
+"""A developer's virtual key on the gateway, as a resource on LiteLLM's key API
+(/work/shared/contracts/litellm-key-api.md), reached through the gateway host's SSH login.
+
+create = /key/generate; a budget, model or limit change = /key/update in place (the developer
+keeps the key); read = /key/info (refresh shows spend, and a budget changed by hand in the
+admin UI as drift); delete = /key/delete (a developer removed from the stack loses access on the
+next `up`). Rotation is explicit: bumping `rotation` calls /key/regenerate with a grace period.
+
+LiteLLM leaves the old spend in place when `budget_duration` changes (BerriAI/litellm #34270,
+#34492), so the key could be over budget at once; a window change here also zeroes the spend.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+from pulumi.dynamic import DiffResult, ReadResult
+
+from components.hostops.host_resource import HostProvider, HostResource
+from components.hostops.ssh import RemoteError, Session, bearer_headers
+from config.types import Developer
+from spear import tokens
+
+# What /key/update changes in place (stack field -> LiteLLM field).
+UPDATABLE = {
+    "models": "models",
+    "max_budget": "max_budget",
+    "budget_duration": "budget_duration",
+    "tpm_limit": "tpm_limit",
+    "rpm_limit": "rpm_limit",
+    "max_parallel_requests": "max_parallel_requests",
+    "metadata": "metadata",
+}
+
+
+def key_metadata(developer: Developer) -> dict[str, str]:
+    """The key's metadata: the stack's, plus who it belongs to (the hooks and spend logs use it)."""
+    return {**developer.metadata, "developer": developer.name,
+            **({"team": developer.team} if developer.team else {})}
+
+
+@dataclass
+class GatewayKeyArgs:
+    connection: pulumi.Input[dict]  # the gateway host's SSH login (secret)
+    address: str  # where the proxy listens on the gateway host
+    port: int
+    master_key: pulumi.Input[str]  # secret
+    developer: Developer
+    # Changes when the proxy was (re)installed: a new database means the key must be made again.
+    database: pulumi.Input[str]
+
+
+class KeyApi:
+    """LiteLLM's key endpoints on the gateway host, with the master key."""
+
+    def __init__(self, props: dict[str, Any]) -> None:
+        self.props = props
+
+    def call(self, method: str, path: str, body: dict | None = None,
+             ok: tuple[int, ...] = (200,)) -> tuple[int, dict]:
+        with Session(self.props["connection"]) as host:
+            status, raw = host.http(int(self.props["port"]), method, path,
+                                    json.dumps(body).encode() if body is not None else b"",
+                                    address=self.props["address"], timeout=60,
+                                    headers={**bearer_headers(self.props["master_key"]),
+                                             "Content-Type": "application/json"})
+        if status not in ok:
+            # The body may echo the request's key: say only the status and LiteLLM's error type.
+            raise RemoteError(f"gateway {method} {path}: HTTP {status} ({_error_type(raw)})")
+        return status, json.loads(raw or b"{}")
+
+
+def _error_type(raw: bytes) -> str:
+    try:
+        error = json.loads(raw).get("error", {})
+        return str(error.get("type") or error.get("code") or "no error type")
+    except (ValueError, AttributeError):
+        return "not JSON"
+
+
+def _fields(props: dict[str, Any]) -> dict[str, Any]:
+    return {litellm: props[field] for field, litellm in UPDATABLE.items()
+            if props.get(field) is not None}
+
+
+class GatewayKeyProvider(HostProvider):
+    replace_fields = ("key_alias", "database")
+
+    def resource_id(self, props: dict[str, Any]) -> str:
+        return props["key_alias"]
+
+    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
+        replaces = [k for k in self.replace_fields if olds.get(k) != news.get(k)]
+        updates = [k for k in (*UPDATABLE, "rotation", "rotation_grace")
+                   if olds.get(k) != news.get(k)]
+        return DiffResult(changes=bool(replaces or updates), replaces=replaces,
+                          delete_before_replace=True)
+
+    def apply(self, props: dict[str, Any], olds: dict[str, Any] | None) -> dict[str, Any]:
+        api = KeyApi(props)
+        if olds is None:
+            _, made = api.call("POST", "/key/generate",
+                               {"key_alias": props["key_alias"], **_fields(props)})
+            key = made["key"]
+        else:
+            key = olds["key"]
+            changed = {litellm: props.get(field) for field, litellm in UPDATABLE.items()
+                       if olds.get(field) != props.get(field)}
+            if changed:
+                if "budget_duration" in changed:
+                    changed["spend"] = 0.0  # LiteLLM #34270: a new window starts unspent
+                api.call("POST", "/key/update", {"key": key, **changed})
+            if olds.get("rotation") != props.get("rotation"):
+                _, made = api.call("POST", "/key/regenerate",
+                                   {"key": key, "grace_period": props["rotation_grace"]})
+                key = made["key"]
+        return {**props, "key": key, **self._info(api, key)}
+
+    @staticmethod
+    def _info(api: KeyApi, key: str) -> dict[str, Any]:
+        _, answer = api.call("GET", f"/key/info?key={key}")
+        info = answer.get("info", {})
+        return {"spend": float(info.get("spend") or 0.0),
+                "budget_reset_at": info.get("budget_reset_at")}
+
+    def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
+        api = KeyApi(props)
+        status, answer = api.call("GET", f"/key/info?key={props['key']}", ok=(200, 404))
+        info = answer.get("info") or {}
+        # 1.91.1 answers 404 for a deleted key, 1.108.7 200 with status "deleted".
+        if status == 404 or info.get("status") == "deleted":
+            return ReadResult(id_=None, outs={})
+        seen = {field: info.get(litellm) for field, litellm in UPDATABLE.items()
+                if litellm in info}
+        if "metadata" in seen:
+            seen["metadata"] = {k: v for k, v in (seen["metadata"] or {}).items()
+                                if k in (props.get("metadata") or {})}
+        return ReadResult(id_=id_, outs={**props, **seen,
+                                         "spend": float(info.get("spend") or 0.0),
+                                         "budget_reset_at": info.get("budget_reset_at")})
+
+    def delete(self, _id: str, props: dict[str, Any]) -> None:
+        KeyApi(props).call("POST", "/key/delete", {"keys": [props["key"]]}, ok=(200, 404))
+
+
+class GatewayKey(HostResource, module=tokens.DYNAMIC_MODULE, name=tokens.GATEWAY_KEY.name):
+    key: pulumi.Output[str]
+    spend: pulumi.Output[float]
+    budget_reset_at: pulumi.Output[str]
+
+    def __init__(self, name: str, args: GatewayKeyArgs,
+                 opts: pulumi.ResourceOptions | None = None) -> None:
+        dev = args.developer
+        super().__init__(GatewayKeyProvider(), name, {
+            "connection": args.connection,
+            "address": args.address,
+            "port": args.port,
+            "master_key": args.master_key,
+            "database": args.database,
+            "developer": dev.name,
+            "key_alias": dev.name,
+            "models": list(dev.models),
+            "max_budget": dev.max_budget,
+            "budget_duration": dev.budget_duration,
+            "tpm_limit": dev.tpm_limit,
+            "rpm_limit": dev.rpm_limit,
+            "max_parallel_requests": dev.max_parallel_requests,
+            "metadata": key_metadata(dev),
+            "rotation": dev.rotation,
+            "rotation_grace": dev.rotation_grace,
+        }, opts, outputs=("key", "spend", "budget_reset_at"),
+            secret_inputs=("master_key", "key"))

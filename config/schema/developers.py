@@ -1,0 +1,92 @@
+"""`developers`: one virtual key per developer on the gateway (seed 001 step 5), with the models
+they may use, a budget in USD and the window after which it resets.
+
+A budget without a window never resets and locks the developer out for good once spent, so
+`budgetDuration` is required; a developer never gets `frontier` directly (it is the hatch,
+reached by escalation alone).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from config.checker import MISSING, NAME, NAME_TEXT, Checker, get, show
+from config.types import Developer
+from spear.rules import (BUDGET_DURATION, BUDGET_DURATION_TEXT, CODER_MODEL, FRONTIER_MODEL,
+                         GATEWAY_MODELS)
+
+KEYS = ("developers",)
+
+_KEYS = ("team", "models", "maxBudget", "budgetDuration", "tpmLimit", "rpmLimit",
+         "maxParallelRequests", "metadata", "rotation", "rotationGracePeriod")
+_TEXT = re.compile(r"[ -~]{0,256}")  # metadata values: one printable line
+
+
+def parse(check: Checker, value: Any, has_gateway: bool) -> dict[str, Developer]:
+    developers = check.named_map("developers", value, "a developer", required=False)
+    if developers is None or not developers:
+        return {}
+    if not has_gateway:
+        check.report("developers", "developers without a gateway",
+                     "developers only with `gateway` (their keys live there)")
+        return {}
+    parsed = {}
+    for name, item in developers.items():
+        developer = _developer(check, name, item)
+        if developer is not None:
+            parsed[name] = developer
+    return parsed
+
+
+def _developer(check: Checker, name: str, value: Any) -> Developer | None:
+    start = check.mark()
+    key = f"developers.{name}"
+    dev = check.obj(key, value, _KEYS)
+    if dev is None:
+        return None
+    team = get(dev, "team")
+    team = None if team is MISSING else check.pattern(f"{key}.team", team, NAME, NAME_TEXT)
+    models = _models(check, f"{key}.models", get(dev, "models"))
+    budget = get(dev, "maxBudget")
+    if isinstance(budget, bool) or not isinstance(budget, (int, float)) or not budget > 0:
+        check.fail(f"{key}.maxBudget", budget, "an amount in USD greater than 0 (required)")
+    duration = check.pattern(f"{key}.budgetDuration", get(dev, "budgetDuration"), BUDGET_DURATION,
+                             BUDGET_DURATION_TEXT + " (required: a budget without one never"
+                             " resets and locks the developer out once spent)")
+    limits = [check.optional_integer(f"{key}.{limit}", get(dev, limit), 1)
+              for limit in ("tpmLimit", "rpmLimit", "maxParallelRequests")]
+    metadata = _metadata(check, f"{key}.metadata", get(dev, "metadata"))
+    rotation = check.integer(f"{key}.rotation", get(dev, "rotation"), 0, default=0)
+    grace = check.pattern(f"{key}.rotationGracePeriod", get(dev, "rotationGracePeriod"),
+                          BUDGET_DURATION, BUDGET_DURATION_TEXT, default="24h")
+    if not check.clean_since(start):
+        return None
+    return Developer(name, team, models, float(budget), duration, *limits, metadata, rotation,
+                     grace)
+
+
+def _models(check: Checker, key: str, value: Any) -> tuple[str, ...]:
+    if value is MISSING:
+        return (CODER_MODEL,)
+    allowed = (f"a non-empty list of the gateway's model names other than {FRONTIER_MODEL}"
+               f" (the hatch is reached by escalation only): {CODER_MODEL}")
+    if not isinstance(value, list) or not value:
+        check.fail(key, value, allowed)
+        return ()
+    for i, model in enumerate(value):
+        if model not in GATEWAY_MODELS or model == FRONTIER_MODEL:
+            check.fail(f"{key}[{i}]", model, allowed)
+    return tuple(dict.fromkeys(value))
+
+
+def _metadata(check: Checker, key: str, value: Any) -> dict[str, str]:
+    if value is MISSING:
+        return {}
+    if not isinstance(value, Mapping) or not all(
+            isinstance(k, str) and isinstance(v, str) and _TEXT.fullmatch(v)
+            for k, v in value.items()):
+        check.report(key, show(value), "a map of names to one-line strings")
+        return {}
+    return dict(value)
