@@ -76,10 +76,11 @@ class BudgetRules:
     value; a contract violation raises before anything could be written."""
 
     @staticmethod
-    def admit(*, known: bool, used: int, in_flight: int, budget: int, worst: int) -> Admission:
+    def admit(*, known: bool, used: int, in_flight: int, budget: int | None,
+              worst: int) -> Admission:
         if known:
             return "reject-duplicate"
-        if used + in_flight + worst > budget:
+        if budget is not None and used + in_flight + worst > budget:
             return "reject-quota"
         return "fleet"
 
@@ -93,6 +94,13 @@ class BudgetRules:
         if hatch_spent + hatch_in_flight + estimate > cap:
             return "reject-hatch-budget"
         return "hatch"
+
+    @staticmethod
+    def rolls(*, current: str | None, window: str, holds: int) -> bool:
+        """Whether a budget window (a key's, or the hatch's month) starts anew: only when the
+        window changed and no request admitted in the old one is still in flight; until then the
+        old window keeps counting, which can only make admission stricter."""
+        return current != window and holds == 0
 
     @staticmethod
     def check_settle(request_id: str, hold: Hold | None, settled: bool, key_amount: int,
@@ -121,33 +129,48 @@ class Ledger:
     held: dict[str, Hold] = field(default_factory=dict)
     hatch_spent: int = 0
     done: set[str] = field(default_factory=set)  # settled request ids, never reused
+    windows: dict[str, str] = field(default_factory=dict)  # each key's budget window
+    month: str | None = None  # the hatch cap's window
 
     def __post_init__(self) -> None:
         self.cap = nanos("hatch_cap_usd", self.hatch_cap_usd)
 
-    def admit(self, key: str, request_id: str, worst_usd: float, budget_usd: float) -> Admission:
-        """Hold `worst_usd` against the key's `budget_usd`, or reject and change nothing."""
-        worst, budget = nanos_up("worst_usd", worst_usd), nanos("budget_usd", budget_usd)
+    def admit(self, key: str, request_id: str, worst_usd: float, budget_usd: float | None, *,
+              window: str = "", spend_usd: float = 0.0) -> Admission:
+        """Hold `worst_usd` against the key's `budget_usd` (None: the key has no budget), or
+        reject and change nothing. `window` names the key's budget window; when it changes the
+        key's spend starts again from `spend_usd` (what LiteLLM reports for the new window)."""
+        worst = nanos_up("worst_usd", worst_usd)
+        budget = None if budget_usd is None else nanos("budget_usd", budget_usd)
+        spend = nanos("spend_usd", spend_usd)
         if worst <= 0:
             raise ContractViolation(f"worst_usd {worst_usd!r}: a request's worst case must be > 0")
+        in_flight = [h.held for h in self.held.values() if h.key == key]
+        rolls = BudgetRules.rolls(current=self.windows.get(key), window=window, holds=len(in_flight))
         verdict = BudgetRules.admit(
             known=request_id in self.held or request_id in self.done,
-            used=self.used.get(key, 0),
-            in_flight=sum(h.held for h in self.held.values() if h.key == key),
-            budget=budget, worst=worst)
+            used=spend if rolls else self.used.get(key, 0),
+            in_flight=sum(in_flight), budget=budget, worst=worst)
         if verdict == "fleet":
+            if rolls:
+                self.windows[key], self.used[key] = window, spend
             self.held[request_id] = Hold(key, worst)
         return verdict
 
-    def escalate(self, request_id: str, fleet_status: int | str, estimate_usd: float) -> Escalation:
-        """The fleet failed this admitted request: hold `estimate_usd` on the hatch, or say no."""
+    def escalate(self, request_id: str, fleet_status: int | str, estimate_usd: float, *,
+                 month: str = "") -> Escalation:
+        """The fleet failed this admitted request: hold `estimate_usd` on the hatch, or say no.
+        `month` names the cap's window; the hatch's spend starts again when it changes."""
         estimate = nanos_up("estimate_usd", estimate_usd)
         hold = self.held.get(request_id)
         if hold is None or request_id in self.done:
             raise ContractViolation(f"request {request_id}: only a request in flight may escalate")
+        hatch_holds = [h.hatch_held for h in self.held.values() if h.hatch_held is not None]
+        if BudgetRules.rolls(current=self.month, window=month, holds=len(hatch_holds)):
+            self.month, self.hatch_spent = month, 0
         verdict = BudgetRules.escalate(
             hold=hold, fleet_status=fleet_status, hatch_spent=self.hatch_spent,
-            hatch_in_flight=sum(h.hatch_held or 0 for h in self.held.values()),
+            hatch_in_flight=sum(hatch_holds),
             cap=self.cap, estimate=estimate)
         if verdict == "hatch" and hold.hatch_held is None:
             self.held[request_id] = Hold(hold.key, hold.held, estimate)

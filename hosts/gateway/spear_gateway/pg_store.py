@@ -1,0 +1,201 @@
+"""The budget ledger with its state in PostgreSQL: the gateway's own database, its own tables
+(`spear_budget_*`), so several gateway processes or replicas share one ledger.
+
+The decisions are `budget.BudgetRules`, the same functions the in-memory `Ledger` calls; this
+module only reads the state they need and writes what they decide, inside one transaction per
+call. Concurrency: READ COMMITTED with row locks taken in one order, the key's row, then the
+hatch's row, then the request's row. Every writer of a key's holds or spend (admit, settle)
+locks the key's row first, so the sum of holds an admission reads cannot change before it
+commits; every writer of hatch holds or hatch spend locks the hatch's row. One order means no
+deadlock; a deadlock or serialization failure (which would mean a bug in that order) is retried.
+
+Money is in integer nano-dollars (BIGINT), as in budget.py.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+import psycopg
+from psycopg import errors
+from psycopg_pool import ConnectionPool
+
+from spear_gateway.budget import (Admission, BudgetRules, ContractViolation, Escalation, Hold,
+                                  nanos, nanos_up, usd)
+
+T = TypeVar("T")
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS spear_budget_keys (
+    key         TEXT PRIMARY KEY,            -- LiteLLM's hashed key (token), never the key
+    window_id   TEXT,                        -- the key's budget window (its budget_reset_at)
+    used_nanos  BIGINT NOT NULL DEFAULT 0    -- settled spend in that window
+);
+CREATE TABLE IF NOT EXISTS spear_budget_hatch (
+    id          SMALLINT PRIMARY KEY CHECK (id = 1),
+    month       TEXT,
+    spent_nanos BIGINT NOT NULL DEFAULT 0
+);
+INSERT INTO spear_budget_hatch (id, month, spent_nanos) VALUES (1, NULL, 0) ON CONFLICT DO NOTHING;
+CREATE TABLE IF NOT EXISTS spear_budget_requests (
+    request_id          TEXT PRIMARY KEY,    -- never deleted by a reset: ids stay unique
+    key                 TEXT NOT NULL REFERENCES spear_budget_keys (key),
+    held_nanos          BIGINT NOT NULL,
+    hatch_held_nanos    BIGINT,
+    fleet_status        TEXT,
+    settled             BOOLEAN NOT NULL DEFAULT false,
+    key_settled_nanos   BIGINT,
+    hatch_settled_nanos BIGINT,
+    admitted_at         TIMESTAMPTZ NOT NULL DEFAULT now(),
+    settled_at          TIMESTAMPTZ
+);
+CREATE INDEX IF NOT EXISTS spear_budget_requests_in_flight
+    ON spear_budget_requests (key) WHERE NOT settled;
+"""
+_RETRIED = (errors.DeadlockDetected, errors.SerializationFailure)
+
+
+class PgStore:
+    """The ledger of budget.Ledger, in PostgreSQL at `url`; methods block (call them from a
+    thread in async code)."""
+
+    def __init__(self, url: str, hatch_cap_usd: float, *, max_connections: int = 8) -> None:
+        self.cap = nanos("hatch_cap_usd", hatch_cap_usd)
+        self._pool = ConnectionPool(url, min_size=1, max_size=max_connections, open=True,
+                                    kwargs={"autocommit": True})
+        self._run(self._create_schema)
+
+    def close(self) -> None:
+        self._pool.close()
+
+    def _run(self, work: Callable[[psycopg.Connection], T]) -> T:
+        for attempt in range(5):
+            try:
+                with self._pool.connection() as conn, conn.transaction():
+                    return work(conn)
+            except _RETRIED:
+                if attempt == 4:
+                    raise
+                time.sleep(0.01 * 2 ** attempt)
+        raise AssertionError("unreachable")
+
+    @staticmethod
+    def _create_schema(conn: psycopg.Connection) -> None:
+        # Several gateway processes may start at once; CREATE ... IF NOT EXISTS is not safe
+        # against itself, so the creation is serialized on an advisory lock.
+        conn.execute("SELECT pg_advisory_xact_lock(hashtext('spear_budget_schema'))")
+        conn.execute(SCHEMA)
+
+    # -- the contract ------------------------------------------------------------------------
+
+    def admit(self, key: str, request_id: str, worst_usd: float, budget_usd: float | None, *,
+              window: str = "", spend_usd: float = 0.0) -> Admission:
+        """As budget.Ledger.admit."""
+        worst = nanos_up("worst_usd", worst_usd)
+        budget = None if budget_usd is None else nanos("budget_usd", budget_usd)
+        spend = nanos("spend_usd", spend_usd)
+        if worst <= 0:
+            raise ContractViolation(f"worst_usd {worst_usd!r}: a request's worst case must be > 0")
+
+        def work(conn: psycopg.Connection) -> Admission:
+            conn.execute("INSERT INTO spear_budget_keys (key) VALUES (%s) ON CONFLICT DO NOTHING",
+                         (key,))
+            current, used = conn.execute(
+                "SELECT window_id, used_nanos FROM spear_budget_keys WHERE key = %s FOR UPDATE",
+                (key,)).fetchone()
+            known = conn.execute("SELECT 1 FROM spear_budget_requests WHERE request_id = %s",
+                                 (request_id,)).fetchone() is not None
+            holds, in_flight = conn.execute(
+                "SELECT count(*), coalesce(sum(held_nanos), 0) FROM spear_budget_requests"
+                " WHERE key = %s AND NOT settled", (key,)).fetchone()
+            rolls = BudgetRules.rolls(current=current, window=window, holds=holds)
+            verdict = BudgetRules.admit(known=known, used=spend if rolls else used,
+                                        in_flight=int(in_flight), budget=budget, worst=worst)
+            if verdict == "fleet":
+                if rolls:
+                    conn.execute("UPDATE spear_budget_keys SET window_id = %s, used_nanos = %s"
+                                 " WHERE key = %s", (window, spend, key))
+                conn.execute("INSERT INTO spear_budget_requests (request_id, key, held_nanos)"
+                             " VALUES (%s, %s, %s)", (request_id, key, worst))
+            return verdict
+
+        try:
+            return self._run(work)
+        except errors.UniqueViolation:  # the same id admitted at the same moment for another key
+            return "reject-duplicate"
+
+    def escalate(self, request_id: str, fleet_status: int | str, estimate_usd: float, *,
+                 month: str = "") -> Escalation:
+        """As budget.Ledger.escalate."""
+        estimate = nanos_up("estimate_usd", estimate_usd)
+
+        def work(conn: psycopg.Connection) -> Escalation:
+            current, spent = conn.execute(
+                "SELECT month, spent_nanos FROM spear_budget_hatch WHERE id = 1 FOR UPDATE").fetchone()
+            row = conn.execute(
+                "SELECT key, held_nanos, hatch_held_nanos FROM spear_budget_requests"
+                " WHERE request_id = %s AND NOT settled FOR UPDATE", (request_id,)).fetchone()
+            if row is None:
+                raise ContractViolation(f"request {request_id}: only a request in flight may escalate")
+            holds, in_flight = conn.execute(
+                "SELECT count(*), coalesce(sum(hatch_held_nanos), 0) FROM spear_budget_requests"
+                " WHERE NOT settled AND hatch_held_nanos IS NOT NULL").fetchone()
+            if BudgetRules.rolls(current=current, window=month, holds=holds):
+                conn.execute("UPDATE spear_budget_hatch SET month = %s, spent_nanos = 0 WHERE id = 1",
+                             (month,))
+                spent = 0
+            hold = Hold(*row)
+            verdict = BudgetRules.escalate(hold=hold, fleet_status=fleet_status, hatch_spent=spent,
+                                           hatch_in_flight=int(in_flight), cap=self.cap,
+                                           estimate=estimate)
+            if verdict == "hatch" and hold.hatch_held is None:
+                conn.execute("UPDATE spear_budget_requests SET hatch_held_nanos = %s,"
+                             " fleet_status = %s WHERE request_id = %s",
+                             (estimate, str(fleet_status), request_id))
+            return verdict
+
+        return self._run(work)
+
+    def settle(self, request_id: str, key_usd: float, hatch_usd: float = 0.0) -> None:
+        """As budget.Ledger.settle."""
+        key_amount, hatch_amount = nanos("key_usd", key_usd), nanos("hatch_usd", hatch_usd)
+
+        def work(conn: psycopg.Connection) -> None:
+            owner = conn.execute("SELECT key FROM spear_budget_requests WHERE request_id = %s",
+                                 (request_id,)).fetchone()
+            if owner is not None:  # the key's row first: the lock order of admit
+                conn.execute("SELECT 1 FROM spear_budget_keys WHERE key = %s FOR UPDATE", owner)
+            row = conn.execute(
+                "SELECT key, held_nanos, hatch_held_nanos, settled FROM spear_budget_requests"
+                " WHERE request_id = %s FOR UPDATE", (request_id,)).fetchone()
+            hold = None if row is None else Hold(*row[:3])
+            BudgetRules.check_settle(request_id, hold, bool(row and row[3]), key_amount,
+                                     hatch_amount)
+            conn.execute("UPDATE spear_budget_requests SET settled = true, key_settled_nanos = %s,"
+                         " hatch_settled_nanos = %s, settled_at = now() WHERE request_id = %s",
+                         (key_amount, hatch_amount, request_id))
+            conn.execute("UPDATE spear_budget_keys SET used_nanos = used_nanos + %s WHERE key = %s",
+                         (key_amount, hold.key))
+            if hatch_amount:
+                conn.execute("UPDATE spear_budget_hatch SET spent_nanos = spent_nanos + %s"
+                             " WHERE id = 1", (hatch_amount,))
+
+        self._run(work)
+
+    # -- what the gauges and the tests read ----------------------------------------------------
+
+    def used_usd(self, key: str) -> float:
+        row = self._run(lambda conn: conn.execute(
+            "SELECT used_nanos FROM spear_budget_keys WHERE key = %s", (key,)).fetchone())
+        return usd(row[0]) if row else 0.0
+
+    def held_usd(self, key: str) -> float:
+        return usd(int(self._run(lambda conn: conn.execute(
+            "SELECT coalesce(sum(held_nanos), 0) FROM spear_budget_requests"
+            " WHERE key = %s AND NOT settled", (key,)).fetchone()[0])))
+
+    @property
+    def hatch_spent_usd(self) -> float:
+        return usd(self._run(lambda conn: conn.execute(
+            "SELECT spent_nanos FROM spear_budget_hatch WHERE id = 1").fetchone()[0]))

@@ -1,0 +1,184 @@
+"""The budget ledger in a real PostgreSQL: the contract's scenarios, and concurrency from
+several processes (as several gateway replicas) that never takes a key past its budget or the
+hatch past its cap."""
+
+import multiprocessing
+import random
+import threading
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+
+import psycopg
+import pytest
+
+from spear_gateway.budget import ContractViolation
+from spear_gateway.pg_store import PgStore
+from tests.support.postgres import postgres_database
+
+PROCESSES, THREADS = 4, 4
+
+
+@pytest.fixture(scope="module")
+def database():
+    with postgres_database(name="spear_budget", user="spear") as db:
+        yield db
+
+
+@pytest.fixture
+def store(database):
+    database.psql("DROP TABLE IF EXISTS spear_budget_requests, spear_budget_keys, spear_budget_hatch")
+    s = PgStore(database.url, hatch_cap_usd=10.0)
+    yield s
+    s.close()
+
+
+def test_the_tables_are_created_once_and_creating_them_again_changes_nothing(database, store):
+    store.admit("ana", "r1", 1.0, 10.0)
+    PgStore(database.url, hatch_cap_usd=10.0).close()
+    assert database.psql("SELECT count(*) FROM spear_budget_requests") == "1"
+    assert set(database.psql("SELECT tablename FROM pg_tables WHERE tablename LIKE 'spear_budget_%'")
+               .split()) == {"spear_budget_keys", "spear_budget_hatch", "spear_budget_requests"}
+
+
+def test_admission_counts_settled_spend_and_holds_in_flight(store):
+    assert store.admit("ana", "r1", 40.0, 1000.0) == "fleet"
+    store.settle("r1", 31.0)
+    assert store.admit("ana", "r2", 900.0, 1000.0) == "fleet"
+    assert store.admit("ana", "r3", 100.0, 1000.0) == "reject-quota"
+    assert store.admit("ana", "r4", 69.0, 1000.0) == "fleet"         # exactly at the budget
+    assert store.admit("ana", "r5", 0.001, 1000.0) == "reject-quota"
+    store.settle("r2", 100.0)
+    assert store.used_usd("ana") == 131.0
+    assert store.admit("ana", "r5", 0.001, 1000.0) == "fleet"
+    assert store.held_usd("ana") == 69.001
+
+
+def test_a_request_settles_exactly_once_never_above_its_hold_and_its_id_is_never_reused(store):
+    store.admit("bob", "r7", 10.0, 100.0)
+    with pytest.raises(ContractViolation, match="above reservation"):
+        store.settle("r7", 10.001)
+    with pytest.raises(ContractViolation, match="hatch reservation"):
+        store.settle("r7", 1.0, hatch_usd=0.5)
+    assert store.used_usd("bob") == 0.0 and store.held_usd("bob") == 10.0
+    store.settle("r7", 10.0)
+    with pytest.raises(ContractViolation, match="double settle"):
+        store.settle("r7", 10.0)
+    with pytest.raises(ContractViolation, match="unknown request"):
+        store.settle("ghost", 0)
+    assert store.used_usd("bob") == 10.0
+    assert store.admit("bob", "r7", 1.0, 100.0, window="next-window") == "reject-duplicate"
+
+
+def test_the_hatch_takes_429_and_5xx_only_counts_holds_and_is_inclusive_at_its_cap(store):
+    store.admit("ana", "h1", 50.0, None)
+    assert store.escalate("h1", 400, 1.0) == "reject-client-error"
+    assert store.escalate("h1", 429, 4.0) == "hatch"
+    store.settle("h1", 20.0, hatch_usd=3.10)
+    store.admit("bob", "h2", 50.0, None)
+    assert store.escalate("h2", 503, 6.0) == "hatch"
+    assert store.escalate("h2", 503, 999.0) == "hatch"                 # idempotent
+    store.admit("cyn", "h3", 50.0, None)
+    assert store.escalate("h3", 503, 1.0) == "reject-hatch-budget"     # 3.10 + 6 + 1 > 10
+    store.settle("h2", 10.0, hatch_usd=0.40)
+    assert store.escalate("h3", "timeout", 1.0) == "hatch"
+    store.settle("h3", 10.0, hatch_usd=1.0)
+    store.admit("dan", "h4", 1.0, None)
+    assert store.escalate("h4", 503, 5.50) == "hatch"                  # 4.50 + 5.50 == 10
+    store.settle("h4", 0, hatch_usd=5.50)
+    assert store.hatch_spent_usd == 10.0
+
+
+def test_a_new_window_waits_for_requests_in_flight(store):
+    store.admit("ana", "a", 4.0, 10.0, window="w1")
+    store.settle("a", 4.0)
+    store.admit("ana", "b", 4.0, 10.0, window="w1")
+    assert store.admit("ana", "c", 3.0, 10.0, window="w2") == "reject-quota"
+    store.settle("b", 4.0)
+    assert store.admit("ana", "c", 3.0, 10.0, window="w2") == "fleet"
+    assert store.used_usd("ana") == 0.0
+
+
+# --- Concurrency: each process is its own store (its own connections), as a replica is.
+
+def _admit_many(url, key, prefix, count, worst, budget, settle_fraction):
+    store = PgStore(url, hatch_cap_usd=0.0)
+    rng = random.Random(prefix)
+    admitted = []
+
+    def one(i):
+        rid = f"{prefix}-{i}"
+        verdict = store.admit(key, rid, worst, budget)
+        if verdict == "fleet" and settle_fraction is not None:
+            store.settle(rid, round(worst * rng.random() * settle_fraction, 6))
+        return verdict
+
+    with ThreadPoolExecutor(THREADS) as pool:
+        admitted = [v for v in pool.map(one, range(count))]
+    store.close()
+    return admitted
+
+
+def _hammer(url, key, count, worst, budget, settle_fraction=None):
+    ctx = multiprocessing.get_context("fork")
+    with ProcessPoolExecutor(PROCESSES, mp_context=ctx) as pool:
+        futures = [pool.submit(_admit_many, url, key, f"{key}-p{p}", count, worst, budget,
+                               settle_fraction) for p in range(PROCESSES)]
+        return [v for f in futures for v in f.result()]
+
+
+def _spend_and_holds(conn, key):
+    """The key's settled spend plus its holds, read in one statement (one snapshot)."""
+    return conn.execute(
+        "SELECT (SELECT used_nanos FROM spear_budget_keys WHERE key = %s)"
+        " + (SELECT coalesce(sum(held_nanos), 0) FROM spear_budget_requests"
+        " WHERE key = %s AND NOT settled)", (key, key)).fetchone()[0] / 10**9
+
+
+def test_concurrent_admissions_from_several_processes_hold_exactly_the_budget(database, store):
+    verdicts = _hammer(database.url, "ana", 20, worst=1.0, budget=10.0)
+    print(f"\n{PROCESSES} processes x {THREADS} threads, 80 requests of $1 on a $10 budget: "
+          f"{verdicts.count('fleet')} admitted")
+    assert verdicts.count("fleet") == 10
+    assert verdicts.count("reject-quota") == 70
+    assert store.held_usd("ana") == 10.0
+
+
+def test_admitting_and_settling_at_once_never_takes_a_key_past_its_budget(database, store):
+    seen, stop = [], threading.Event()
+
+    def watch():
+        with psycopg.connect(database.url, autocommit=True) as conn:
+            while not stop.is_set():
+                seen.append(float(_spend_and_holds(conn, "bob")))
+
+    watcher = threading.Thread(target=watch)
+    store.admit("bob", "seed", 0.001, 25.0)
+    store.settle("seed", 0.001)
+    watcher.start()
+    try:
+        verdicts = _hammer(database.url, "bob", 40, worst=1.0, budget=25.0, settle_fraction=1.0)
+    finally:
+        stop.set()
+        watcher.join()
+    print(f"\nadmitted {verdicts.count('fleet')} of {len(verdicts)}; highest spend + holds seen "
+          f"${max(seen):.6f} of $25 over {len(seen)} looks; settled ${store.used_usd('bob'):.6f}")
+    assert verdicts.count("fleet") > 25          # settlement below the hold frees headroom
+    assert "reject-quota" in verdicts
+    assert max(seen) <= 25.0 and store.used_usd("bob") <= 25.0
+
+
+def _escalate(url, rid):
+    store = PgStore(url, hatch_cap_usd=20.0)
+    store.admit("dev", rid, 1.0, None)
+    verdict = store.escalate(rid, 503, 7.0)
+    store.settle(rid, 0.5, hatch_usd=7.0 if verdict == "hatch" else 0.0)
+    store.close()
+    return verdict
+
+
+def test_five_concurrent_7_dollar_escalations_against_a_20_dollar_cap_admit_two(database, store):
+    ctx = multiprocessing.get_context("fork")
+    with ProcessPoolExecutor(5, mp_context=ctx) as pool:
+        verdicts = list(pool.map(_escalate, [database.url] * 5, [f"s{i}" for i in range(5)]))
+    assert sorted(verdicts) == ["hatch"] * 2 + ["reject-hatch-budget"] * 3
+    assert PgStore(database.url, hatch_cap_usd=20.0).hatch_spent_usd == 14.0
+

@@ -1,0 +1,52 @@
+"""Budget windows: a key's window follows LiteLLM's budget_reset_at, the hatch's follows the
+calendar month; neither starts anew while a request admitted in the old one is in flight."""
+
+from spear_gateway.budget import Ledger
+
+
+def test_a_key_seen_for_the_first_time_starts_from_the_spend_litellm_reports():
+    ledger = Ledger(hatch_cap_usd=1.0)
+    assert ledger.admit("ana", "a", 6.0, 10.0, window="w1", spend_usd=5.0) == "reject-quota"
+    assert ledger.admit("ana", "a", 5.0, 10.0, window="w1", spend_usd=5.0) == "fleet"
+    assert ledger.used_usd("ana") == 5.0
+
+
+def test_a_new_window_starts_the_key_again_once_nothing_is_in_flight():
+    ledger = Ledger(hatch_cap_usd=1.0)
+    ledger.admit("ana", "a", 10.0, 10.0, window="w1")
+    ledger.settle("a", 10.0)
+    assert ledger.admit("ana", "b", 1.0, 10.0, window="w1", spend_usd=10.0) == "reject-quota"
+    assert ledger.admit("ana", "b", 1.0, 10.0, window="w2", spend_usd=0.0) == "fleet"
+    assert ledger.used_usd("ana") == 0.0
+
+
+def test_a_new_window_waits_for_the_requests_admitted_in_the_old_one():
+    ledger = Ledger(hatch_cap_usd=1.0)
+    ledger.admit("ana", "a", 4.0, 10.0, window="w1")
+    ledger.settle("a", 4.0)
+    ledger.admit("ana", "b", 4.0, 10.0, window="w1")
+    # LiteLLM reset the key while b is in flight: the old window still counts (4 + 4 held).
+    assert ledger.admit("ana", "c", 3.0, 10.0, window="w2", spend_usd=0.0) == "reject-quota"
+    ledger.settle("b", 4.0)
+    assert ledger.admit("ana", "c", 3.0, 10.0, window="w2", spend_usd=0.0) == "fleet"
+    assert ledger.used_usd("ana") == 0.0
+
+
+def test_a_key_without_a_budget_is_never_refused_for_quota_but_its_escalations_count():
+    ledger = Ledger(hatch_cap_usd=5.0)
+    assert ledger.admit("master", "a", 1e6, None) == "fleet"
+    assert ledger.escalate("a", 503, estimate_usd=5.0) == "hatch"
+    ledger.admit("master", "b", 1e6, None)
+    assert ledger.escalate("b", 503, estimate_usd=0.01) == "reject-hatch-budget"
+
+
+def test_the_hatch_cap_starts_again_in_a_new_month_once_no_escalation_is_in_flight():
+    ledger = Ledger(hatch_cap_usd=5.0)
+    ledger.admit("ana", "a", 1.0, None)
+    ledger.escalate("a", 503, estimate_usd=5.0, month="2026-11")
+    ledger.admit("ana", "b", 1.0, None)
+    assert ledger.escalate("b", 503, estimate_usd=1.0, month="2026-12") == "reject-hatch-budget"
+    ledger.settle("a", 1.0, hatch_usd=5.0)
+    assert ledger.escalate("b", 503, estimate_usd=1.0, month="2026-12") == "hatch"
+    ledger.settle("b", 1.0, hatch_usd=1.0)
+    assert ledger.hatch_spent_usd == 1.0
