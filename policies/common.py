@@ -12,6 +12,7 @@ import functools
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+import yaml
 from pulumi_policy import ReportViolation, ResourceValidationArgs
 from pulumi_policy.proxy import UnknownValueError
 
@@ -84,3 +85,13 @@ def switch_on(argv: Sequence[str], on: str, off: str) -> bool:
 def integer(text: Any) -> int | None:
     """A decimal integer setting (server.conf values are strings); None when it is not one."""
     return int(text) if isinstance(text, str) and text.isdigit() else None
+
+
+# The gateway's config.yaml (the GatewayConfig resource's `content`), as LiteLLM reads it.
+
+
+def gateway_config(content: Any) -> dict[str, Any]:
+    """config.yaml's text as a mapping ({} when it is not one: each rule then finds what it
+    requires missing)."""
+    config = yaml.safe_load(str(content))
+    return config if isinstance(config, dict) else {}

@@ -6,12 +6,13 @@ from __future__ import annotations
 import pytest
 
 from policies.endpoints import RULES as ENDPOINT_RULES
+from policies.gateway import RULES as GATEWAY_RULES
 from policies.inference import RULES as INFERENCE_RULES
 from tests.support.engine import REPO, repo_stack
 from tests.support.pack_runs import REPO_STACKS, preview_with_pack
 
 
-ALL_RULES = {rule.POLICY.name for rule in (*INFERENCE_RULES, *ENDPOINT_RULES)}
+ALL_RULES = {rule.POLICY.name for rule in (*INFERENCE_RULES, *ENDPOINT_RULES, *GATEWAY_RULES)}
 
 # The fleet program with the config's pin and port checks bypassed (as if they had regressed),
 # so values it refuses reach the resources: the pack is the second line.

@@ -12,7 +12,8 @@ import pytest
 
 from config.checker import ConfigError
 from config.load import StackConfigError, load
-from tests.support.stack_files import DUMMY_KEY, RecordingMocks, engine_config, prod_raw
+from tests.support.stack_files import (DUMMY_KEY, RecordingMocks, commented_example,
+                                       engine_config, prod_raw)
 
 DELETE = object()
 
@@ -109,3 +110,21 @@ def reds_raw() -> dict[str, Any]:
         "near": {"inferenceHost": "reds"},
     }
     return raw
+
+
+# prod with its commented gateway example and developers declared (the gateway's key as a secret,
+# the two gateway secrets decrypted to placeholders).
+GATEWAY = ("gateway",)
+GATEWAY_SECRETS = ["spear-fleet:sshPrivateKeys", "spear-fleet:gatewayMasterKey",
+                   "spear-fleet:frontierApiKey"]
+MASTER_KEY = "sk-master-PLACEHOLDER"
+FRONTIER_KEY = "sk-ant-PLACEHOLDER"
+
+
+def gateway_raw() -> dict[str, Any]:
+    raw = prod_raw()
+    raw["gateway"] = commented_example("prod", "gateway")
+    del raw["gateway"]["ssh"]["privateKeyPath"]
+    raw["sshPrivateKeys"]["gateway"] = DUMMY_KEY
+    raw["developers"] = commented_example("prod", "developers")
+    return {**raw, "gatewayMasterKey": MASTER_KEY, "frontierApiKey": FRONTIER_KEY}

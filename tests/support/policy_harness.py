@@ -16,16 +16,22 @@ from pulumi_policy import (Policy, PolicyCustomTimeouts, PolicyResource, PolicyR
                            ResourceValidationArgs, StackValidationArgs)
 from pulumi_policy.proxy import UNKNOWN_STRING_VALUE, unknown_checking_proxy
 
+from components.gateway.render import Route, render_config, render_env
+from config.schema import parse
 from spear import tokens
 from spear.tokens import Token
-from tests.support.stack_files import SEED_COMMAND_LINE
+from tests.support.config_cases import FRONTIER_KEY, MASTER_KEY, gateway_raw
+from tests.support.stack_files import DUMMY_KEY, SEED_COMMAND_LINE
 
 UNKNOWN = UNKNOWN_STRING_VALUE
 STACK_URN = "urn:pulumi:prod::spear-fleet::pulumi:pulumi:Stack::spear-fleet-prod"
 
 _NAMES = {tokens.LLAMA_SERVER_BUILD: "reds-llama-server", tokens.MODEL_FILES: "reds-model",
           tokens.SERVER_CONF: "reds-server-conf", tokens.SYSTEMD_UNIT: "reds-unit",
-          tokens.RUNPOD_POD: "gpu-pod", tokens.POD_VLLM: "gpu-vllm"}
+          tokens.RUNPOD_POD: "gpu-pod", tokens.POD_VLLM: "gpu-vllm",
+          tokens.GATEWAY_CONFIG: "gateway-config", tokens.GATEWAY_ENV: "gateway-env",
+          tokens.TUNNEL_KEY: "gateway-tunnel-reds-key", tokens.GATEWAY_TUNNEL: "gateway-tunnel-reds",
+          tokens.GATEWAY_KEY: "gateway-key-ana"}
 
 # Seed 001 step 3: the cookbook's serve command, flag by flag, without its `--api-key
 # "$VLLM_API_KEY"` (the key reaches vLLM as VLLM_API_KEY in its environment, never in argv).
@@ -114,6 +120,52 @@ _PROD: dict[Token, dict[str, Any]] = {
         "served_model_name": "qwen3-coder-next",
     },
 }
+# prod's commented gateway example, routing `coder` to the inference host reds (backend reds: 8082).
+_GATEWAY = parse(gateway_raw()).gateway
+_PROD.update({
+    tokens.GATEWAY_CONFIG: {
+        "path": "/opt/spear-gateway/config/config.yaml",
+        "content": render_config(_GATEWAY, [Route(
+            "reds", 8082, "/opt/spear/models/gguf/Qwen3-Coder-Next-Q8_0-00001-of-00004.gguf",
+            False)]),
+        "mode": 420.0,
+        "upstreams": ["reds"],
+        "litellm_version": "1.91.1",
+        "binds": [{"host": "gateway.internal:22", "address": "127.0.0.1", "port": 4000.0,
+                   "what": "the LiteLLM gateway"}],
+    },
+    tokens.GATEWAY_ENV: {
+        "path": "/opt/spear-gateway/config/gateway.env",
+        "content": render_env({"LITELLM_MASTER_KEY": MASTER_KEY, "FRONTIER_API_KEY": FRONTIER_KEY}),
+        "mode": 384.0,
+    },
+    tokens.TUNNEL_KEY: {"path": "/opt/spear-gateway/tunnels/reds.key", "content": DUMMY_KEY,
+                        "mode": 384.0},
+    tokens.GATEWAY_TUNNEL: {
+        "unit": "spear-tunnel-reds.service",
+        "unit_path": "/etc/systemd/system/spear-tunnel-reds.service",
+        "slice": "system.slice",
+        "health": {"port": 8082.0, "address": "127.0.0.1", "path": "/health",
+                   "timeout_seconds": 120.0},
+    },
+    tokens.GATEWAY_KEY: {
+        "address": "127.0.0.1", "port": 4000.0, "master_key": MASTER_KEY, "developer": "ana",
+        "key_alias": "ana", "models": ["coder"], "max_budget": 25.0, "budget_duration": "30d",
+        "tpm_limit": None, "rpm_limit": None, "max_parallel_requests": None,
+        "metadata": {"team": "platform", "developer": "ana"}, "rotation": 0.0,
+        "rotation_grace": "24h", "key": "sk-ana-PLACEHOLDER",
+    },
+})
+# What each resource tells the engine to keep secret (HostResource: the connection, and the
+# secret inputs its class names).
+SECRET_OUTPUTS: dict[Token, list[str]] = {
+    tokens.GATEWAY_ENV: ["connection", "content"],
+    tokens.TUNNEL_KEY: ["connection", "content"],
+    tokens.GATEWAY_KEY: ["connection", "master_key", "key"],
+}
+# The endpoint components a stack policy sees, as (type, name) (prod's inference host).
+PROD_ENDPOINTS = [(tokens.INFERENCE_HOST, "reds")]
+
 _PROD_STACK_OUTPUTS = {"backends": {
     "local": {"name": "local", "kind": "port", "port": 8080.0},
     "remote": {"name": "remote", "kind": "port", "port": 8081.0},
@@ -142,16 +194,20 @@ def defaults(policy: Policy) -> dict[str, Any]:
     return {key: spec["default"] for key, spec in schema.items() if "default" in spec}
 
 
-def _options() -> PolicyResourceOptions:
-    return PolicyResourceOptions(False, [], None, [], PolicyCustomTimeouts(0, 0, 0), [])
+def _options(secret_outputs: list[str] | None = None) -> PolicyResourceOptions:
+    return PolicyResourceOptions(False, [], None, [], PolicyCustomTimeouts(0, 0, 0),
+                                 list(secret_outputs or []))
 
 
 def check_resource(policy: Policy, token: Token, props: dict[str, Any],
-                   config: dict[str, Any] | None = None) -> list[str]:
-    """The messages `policy` reports for one resource of this type with these props."""
+                   config: dict[str, Any] | None = None,
+                   secret_outputs: list[str] | None = None) -> list[str]:
+    """The messages `policy` reports for one resource of this type with these props (and the
+    secret outputs it declares: by default what the program's resource of that type declares)."""
     name = _NAMES.get(token, "other")
+    secrets = SECRET_OUTPUTS.get(token, ["connection"]) if secret_outputs is None else secret_outputs
     args = ResourceValidationArgs(token.type, unknown_checking_proxy(props), _urn(token, name),
-                                  name, _options(), None,
+                                  name, _options(secrets), None,
                                   config if config is not None else defaults(policy))
     reported: list[str] = []
     policy.validate(args, lambda message, urn=None: reported.append(message))
@@ -159,14 +215,17 @@ def check_resource(policy: Policy, token: Token, props: dict[str, Any],
 
 
 def check_stack(policy: Policy, stack_outputs: dict[str, Any],
-                resources: list[tuple[Token, dict[str, Any]]]) -> list[str]:
-    """The messages a stack policy reports for the root stack (its outputs) and these
-    (type, props) resources."""
+                resources: list[tuple[Token, dict[str, Any]]],
+                components: list[tuple[str, str]] = ()) -> list[str]:
+    """The messages a stack policy reports for the root stack (its outputs), these (type, props)
+    resources and these (component type, name) components (their outputs left out)."""
     stack = PolicyResource(tokens.STACK, unknown_checking_proxy(stack_outputs), STACK_URN,
                            "spear-fleet-prod", _options(), None, None, [], {})
     members = [PolicyResource(token.type, unknown_checking_proxy(props), _urn(token, _NAMES[token]),
                               _NAMES[token], _options(), None, stack, [], {})
                for token, props in resources]
+    members += [PolicyResource(kind, {}, f"urn:pulumi:prod::spear-fleet::{kind}::{name}", name,
+                               _options(), None, stack, [], {}) for kind, name in components]
     reported: list[str] = []
     policy.validate(StackValidationArgs([stack, *members], defaults(policy)),
                     lambda message, urn=None: reported.append(message))

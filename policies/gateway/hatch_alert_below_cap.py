@@ -1,0 +1,35 @@
+"""The hatch's spend alert fires before its cap shuts it: config.yaml's spear_hatch has
+0 < alert_usd < monthly_cap_usd."""
+
+from __future__ import annotations
+
+from pulumi_policy import (EnforcementLevel, ReportViolation, ResourceValidationArgs,
+                           ResourceValidationPolicy)
+
+from policies.common import for_type, gateway_config
+from spear import tokens
+
+SEED = ('seed 001 step 5 and "Budget hygiene" (the hatch has a hard monthly cap, and someone'
+        " hears of it before it is reached)")
+
+
+def _usd(value: object) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+@for_type(tokens.GATEWAY_CONFIG)
+def hatch_alert_below_cap(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    hatch = gateway_config(args.props["content"]).get("spear_hatch") or {}
+    cap, alert = _usd(hatch.get("monthly_cap_usd")), _usd(hatch.get("alert_usd"))
+    if cap is None or alert is None or not 0 < alert < cap:
+        report(f"{SEED}: config.yaml's spear_hatch has alert_usd {hatch.get('alert_usd')!r} and"
+               f" monthly_cap_usd {hatch.get('monthly_cap_usd')!r}; the alert must be above 0 and"
+               " below the cap. Fix: set gateway.hatch.alertUsd below gateway.hatch.monthlyCapUsd.")
+
+
+POLICY = ResourceValidationPolicy(
+    name="hatch-alert-below-cap",
+    description="The hatch's spend alert is below its monthly cap.",
+    validate=hatch_alert_below_cap,
+    enforcement_level=EnforcementLevel.MANDATORY,
+)
