@@ -1,0 +1,332 @@
+"""spear-fleet's LiteLLM callbacks: the 429/5xx-only hatch and budgets that hold.
+
+Which mechanism, and why (read on litellm 1.91.1 and 1.108.7)
+-------------------------------------------------------------
+LiteLLM's generic fallbacks (`router_settings.fallbacks: [{"coder": ["frontier"]}]`) fire on
+every error: `Router.async_function_with_fallbacks` (router.py 1.91.1 l.6193, 1.108.7 l.8251)
+catches any exception and `async_function_with_fallbacks_common_utils` (l.5936 / l.7968) hands
+it to `run_async_fallback` (router_utils/fallback_event_handlers.py l.85 / l.723) without
+looking at its status. No router setting restricts fallbacks by status on both versions (1.108.7
+adds `FallbackAccessCheck`/`FallbackBudgetCheck` hooks, types/router.py l.1186, which 1.91.1
+lacks). So the fallback stays LiteLLM's and this module decides, with three supported
+CustomLogger hooks, whether the fallback attempt may reach the hatch's deployment:
+
+1. `async_log_failure_event` records the fleet's failure for the request. LiteLLM awaits it
+   inline in the failed call's own path, before the router falls back (utils.py wrapper_async:
+   `await logging_obj.async_failure_handler(...)`, 1.91.1 l.1801, 1.108.7 l.2298; the
+   handler awaits each CustomLogger's async_log_failure_event, litellm_logging.py 1.91.1
+   l.2915, 1.108.7 l.4215).
+2. `async_filter_deployments` runs when the router picks the hatch's deployment for the
+   fallback attempt, before any call to it (router.py 1.91.1 l.7185, 1.108.7 l.9521; an
+   exception it raises propagates). For a client error it raises, and the frontier is never
+   called; `run_async_fallback` then fails, and `async_function_with_fallbacks_common_utils`
+   raises the ORIGINAL exception (its final `raise original_exception`, 1.91.1 l.6191, 1.108.7
+   l.8249): the developer gets the fleet's 400/401/404/422 unchanged. For 429, 5xx or no answer
+   it holds the escalation against the hatch's cap and counts it.
+3. `async_post_call_failure_hook` (proxy level, may return the exception the client sees;
+   custom_logger.py 1.91.1 l.396, 1.108.7 l.474) turns a hatch refused for its cap into HTTP 429
+   `hatch_budget_exhausted` instead of the fleet's error, and releases the request's hold.
+Rejected alternatives: `async_pre_call_deployment_hook` runs inside the deployment call, so a
+refusal there is logged as a failure OF the frontier deployment and can put it in cooldown; a
+`custom_provider_map` wrapper around the fleet would re-implement routing, retries and streaming.
+
+Budgets: `async_pre_call_hook` (before routing) reserves the request's worst case against the
+key's max_budget (user_api_key_dict.max_budget / .spend / .budget_reset_at) in the shared ledger
+and refuses with HTTP 429 `spear_budget_exceeded`; the success event settles the actual cost
+exactly once; a failure releases the hold. See spear_gateway/__init__.py for the configuration.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import logging
+import os
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from fastapi import HTTPException
+from litellm.integrations.custom_logger import CustomLogger
+
+from spear_gateway import metrics
+from spear_gateway.budget import ContractViolation, Ledger
+from spear_gateway.hatch import FleetFailure, fleet_failure
+from spear_gateway.pricing import Prices, output_limit, usage_usd, worst_case_usd
+
+log = logging.getLogger("spear_gateway")
+REQUEST_ID = "spear_request_id"  # the metadata field that carries the ledger's request id
+METADATA_FIELDS = ("litellm_metadata", "metadata")  # /v1/messages and /v1/responses use the first
+
+
+@dataclass(frozen=True)
+class Settings:
+    fleet_model: str
+    hatch_model: str
+    hatch_cap_usd: float
+    database_url: str | None
+    default_max_tokens: int
+
+    @classmethod
+    def from_environment(cls, env: dict[str, str]) -> Settings:
+        problems = []
+        cap = env.get("SPEAR_HATCH_MONTHLY_CAP_USD")
+        try:
+            cap_usd = float(cap) if cap is not None else None
+        except ValueError:
+            cap_usd = None
+        if cap_usd is None or not cap_usd >= 0 or cap_usd == float("inf"):
+            problems.append(f"SPEAR_HATCH_MONTHLY_CAP_USD={cap!r}: allowed is a number of USD >= 0")
+        limit = env.get("SPEAR_DEFAULT_MAX_TOKENS", "4096")
+        if not limit.isdigit() or int(limit) < 1:
+            problems.append(f"SPEAR_DEFAULT_MAX_TOKENS={limit!r}: allowed is an integer >= 1")
+        if problems:
+            raise ValueError("spear_gateway: " + "; ".join(problems))
+        return cls(fleet_model=env.get("SPEAR_FLEET_MODEL", "coder"),
+                   hatch_model=env.get("SPEAR_HATCH_MODEL", "frontier"),
+                   hatch_cap_usd=cap_usd,
+                   database_url=env.get("SPEAR_BUDGET_DATABASE_URL") or env.get("DATABASE_URL"),
+                   default_max_tokens=int(limit))
+
+
+@dataclass
+class InFlight:
+    """What this process knows about one admitted request until it ends."""
+
+    key: str
+    held_usd: float
+    failure: FleetFailure | None = None
+    error: BaseException | None = None
+    hatch_held_usd: float = 0.0
+    escalated: bool = False
+    hatch_refused: bool = False
+
+
+def _metadata(data: dict[str, Any] | None) -> dict[str, Any]:
+    for name in METADATA_FIELDS:
+        if isinstance((data or {}).get(name), dict) and REQUEST_ID in data[name]:
+            return data[name]
+    return {}
+
+
+def _event_metadata(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The metadata of a logging event's request (LiteLLM moves it into litellm_params)."""
+    return _metadata(kwargs.get("litellm_params")) or _metadata(kwargs)
+
+
+def _model_group(kwargs: dict[str, Any]) -> str | None:
+    params = kwargs.get("litellm_params") or {}
+    for meta in (params.get("metadata"), params.get("litellm_metadata"), kwargs.get("metadata")):
+        if isinstance(meta, dict) and meta.get("model_group"):
+            return meta["model_group"]
+    return kwargs.get("model_group")
+
+
+def _month() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m")
+
+
+class Refusal(HTTPException):
+    """A refusal the developer sees: the proxy answers `status` with error type `type` (both
+    versions read the type from the exception's `type` attribute), raised from a hook or
+    returned from async_post_call_failure_hook, which accepts only an HTTPException."""
+
+    def __init__(self, status: int, kind: str, message: str) -> None:
+        super().__init__(status_code=status, detail=message)
+        self.type, self.message, self.param = kind, message, None
+
+
+def _refusal(status: int, kind: str, message: str) -> Refusal:
+    return Refusal(status, kind, message)
+
+
+class SpearGateway(CustomLogger):
+    def __init__(self) -> None:
+        super().__init__()
+        self._settings: Settings | None = None
+        self._store: Any = None
+        self._in_flight: dict[str, InFlight] = {}
+
+    # -- set-up: lazily, once LiteLLM has applied config.yaml's environment_variables --------
+
+    @property
+    def settings(self) -> Settings:
+        if self._settings is None:
+            self._settings = Settings.from_environment(dict(os.environ))
+            metrics.HATCH_CAP_USD.set(self._settings.hatch_cap_usd)
+        return self._settings
+
+    async def store(self) -> Any:
+        if self._store is None:
+            settings = self.settings
+            if settings.database_url:
+                from spear_gateway.pg_store import PgStore
+                self._store = await asyncio.to_thread(PgStore, settings.database_url,
+                                                      settings.hatch_cap_usd)
+            else:  # config-only mode: one process, no keys, only the hatch's cap to keep
+                log.warning("spear_gateway: no database; the budget ledger lives in this process")
+                self._store = Ledger(hatch_cap_usd=settings.hatch_cap_usd)
+        return self._store
+
+    async def _call(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        store = await self.store()
+        if isinstance(store, Ledger):
+            return getattr(store, method)(*args, **kwargs)
+        return await asyncio.to_thread(getattr(store, method), *args, **kwargs)
+
+    @staticmethod
+    def _prices(model_group: str) -> Prices:
+        """The highest per-token prices among the group's deployments (what LiteLLM bills)."""
+        from litellm import model_cost
+        from litellm.proxy.proxy_server import llm_router
+        inputs, outputs = [0.0], [0.0]
+        for deployment in (llm_router.get_model_list(model_name=model_group) or []) if llm_router else []:
+            params, info = deployment.get("litellm_params") or {}, deployment.get("model_info") or {}
+            known = model_cost.get(str(params.get("model", "")).split("/", 1)[-1], {})
+            for prices, name in ((inputs, "input_cost_per_token"), (outputs, "output_cost_per_token")):
+                value = params.get(name, info.get(name, known.get(name)))
+                if isinstance(value, (int, float)):
+                    prices.append(float(value))
+        return Prices(max(inputs), max(outputs))
+
+    # -- 1. admission (proxy level, before routing) -------------------------------------------
+
+    async def async_pre_call_hook(self, user_api_key_dict: Any, cache: Any, data: dict,
+                                  call_type: Any) -> dict:
+        settings = self.settings
+        model = data.get("model")
+        if model == settings.hatch_model:
+            raise _refusal(403, "hatch_not_direct",
+                           f"'{model}' is the gateway's hatch: it answers only when the fleet "
+                           f"cannot (429, 5xx, no answer); ask for '{settings.fleet_model}'")
+        if model != settings.fleet_model:
+            return data
+        limit = output_limit(data)
+        if limit is None:  # the hold must bound the answer: the gateway sets the limit
+            limit = settings.default_max_tokens
+            data["max_tokens"] = limit
+        worst = max(worst_case_usd(data, self._prices(model), limit), 1e-9)
+        key = getattr(user_api_key_dict, "token", None) or "master-key"
+        budget = getattr(user_api_key_dict, "max_budget", None)
+        reset_at = getattr(user_api_key_dict, "budget_reset_at", None)
+        request_id = uuid.uuid4().hex
+        verdict = await self._call(
+            "admit", key, request_id, worst, budget,
+            window=reset_at.isoformat() if reset_at else "",
+            spend_usd=float(getattr(user_api_key_dict, "spend", 0.0) or 0.0))
+        if verdict != "fleet":
+            metrics.BUDGET_REJECTIONS.inc()
+            raise _refusal(429, "spear_budget_exceeded",
+                           f"SpearBudgetExceeded: this request may cost up to ${worst:.6f} and "
+                           f"the key's budget of ${budget} cannot hold it with its spend and its "
+                           "requests in flight; lower max_tokens or wait for them to finish")
+        self._in_flight[request_id] = InFlight(key, worst)
+        targets = [data[n] for n in METADATA_FIELDS if isinstance(data.get(n), dict)]
+        if not targets:
+            data["metadata"] = {}
+            targets = [data["metadata"]]
+        for meta in targets:
+            meta[REQUEST_ID] = request_id
+        return data
+
+    # -- 2. the hatch (router level) ---------------------------------------------------------
+
+    async def async_log_failure_event(self, kwargs: dict, response_obj: Any, start_time: Any,
+                                      end_time: Any) -> None:
+        request = self._in_flight.get(_event_metadata(kwargs).get(REQUEST_ID))
+        if request is None or _model_group(kwargs) != self.settings.fleet_model:
+            return
+        error = kwargs.get("exception")
+        if isinstance(error, BaseException):
+            request.failure, request.error = fleet_failure(error), error
+
+    async def async_filter_deployments(self, model: str, healthy_deployments: list,
+                                       messages: Any, request_kwargs: dict | None = None,
+                                       parent_otel_span: Any = None) -> list:
+        if model != self.settings.hatch_model:
+            return healthy_deployments
+        request_id = _metadata(request_kwargs).get(REQUEST_ID)
+        request = self._in_flight.get(request_id)
+        if request is None or request.failure is None:
+            # Not an escalation of an admitted fleet request: the hatch stays shut.
+            raise _refusal(403, "hatch_not_direct", f"'{model}' answers only escalations")
+        if not request.failure.escalates:
+            raise request.error  # run_async_fallback fails; the developer gets this, unchanged
+        estimate = worst_case_usd(request_kwargs or {}, self._prices(model),
+                                  output_limit(request_kwargs or {}) or self.settings.default_max_tokens)
+        verdict = await self._call("escalate", request_id, request.failure.status,
+                                   max(estimate, 1e-9), month=_month())
+        if verdict != "hatch":
+            request.hatch_refused = True
+            metrics.HATCH_REJECTIONS.labels(status=request.failure.label).inc()
+            raise _refusal(429, "hatch_budget_exhausted", "the hatch's monthly cap is reached")
+        if not request.escalated:
+            request.escalated, request.hatch_held_usd = True, estimate
+            metrics.HATCH_ESCALATIONS.labels(status=request.failure.label).inc()
+        return healthy_deployments
+
+    # -- 3. settlement -----------------------------------------------------------------------
+
+    async def async_log_success_event(self, kwargs: dict, response_obj: Any, start_time: Any,
+                                      end_time: Any) -> None:
+        request_id = _event_metadata(kwargs).get(REQUEST_ID)
+        request = self._in_flight.pop(request_id, None)
+        if request is None:
+            return
+        usage = _usage(response_obj)
+        cost = kwargs.get("response_cost")
+        if request.escalated:  # the key pays the fleet's price; the hatch's cap the frontier's
+            key_usd = usage_usd(usage, self._prices(self.settings.fleet_model))
+            hatch_usd = float(cost) if isinstance(cost, (int, float)) else usage_usd(
+                usage, self._prices(self.settings.hatch_model))
+        else:
+            key_usd = float(cost) if isinstance(cost, (int, float)) else usage_usd(
+                usage, self._prices(self.settings.fleet_model))
+            hatch_usd = 0.0
+        await self._settle(request_id, request, key_usd, hatch_usd)
+
+    async def async_post_call_failure_hook(self, request_data: dict, original_exception: Exception,
+                                           user_api_key_dict: Any, traceback_str: str | None = None):
+        request_id = _metadata(request_data).get(REQUEST_ID)
+        request = self._in_flight.pop(request_id, None)
+        if request is None:
+            return None
+        await self._settle(request_id, request, 0.0, 0.0)  # nothing was served: release
+        if request.hatch_refused:
+            return _refusal(
+                429, "hatch_budget_exhausted",
+                f"HatchBudgetExhausted: the fleet answered {request.failure.label} and the "
+                f"hatch's monthly cap of ${self.settings.hatch_cap_usd} is reached (counting "
+                "escalations in flight); the request was not sent to the frontier")
+        return None
+
+    async def _settle(self, request_id: str, request: InFlight, key_usd: float,
+                      hatch_usd: float) -> None:
+        try:
+            await self._call("settle", request_id, key_usd, hatch_usd)
+        except ContractViolation as e:
+            # Only an answer longer than max_tokens, or a price above the hold's, gets here:
+            # charge the holds in full rather than leave them held for ever, and say so.
+            metrics.SETTLED_ABOVE_HOLD.inc()
+            log.error("spear_gateway: %s; settling at the hold", e)
+            await self._call("settle", request_id, min(key_usd, request.held_usd),
+                             min(hatch_usd, request.hatch_held_usd))
+        metrics.HATCH_SPEND_USD.set(await self._hatch_spent())
+
+    async def _hatch_spent(self) -> float:
+        store = await self.store()
+        if isinstance(store, Ledger):
+            return store.hatch_spent_usd
+        return await asyncio.to_thread(lambda: store.hatch_spent_usd)
+
+
+def _usage(response: Any) -> dict[str, Any]:
+    usage = getattr(response, "usage", None)
+    if usage is None and isinstance(response, dict):
+        usage = response.get("usage")
+    if hasattr(usage, "model_dump"):
+        usage = usage.model_dump()
+    return usage if isinstance(usage, dict) else {}
+
+
+proxy_handler_instance = SpearGateway()

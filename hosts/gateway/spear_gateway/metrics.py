@@ -1,0 +1,21 @@
+"""spear-fleet's Prometheus metrics, in prometheus_client's default registry: LiteLLM's /metrics
+serves that registry, so they appear next to LiteLLM's own. One module, imported by its package
+name, so each metric is registered once however the callbacks module is loaded."""
+
+from prometheus_client import Counter, Gauge
+
+HATCH_ESCALATIONS = Counter(
+    "spear_hatch_escalations",  # exposed as spear_hatch_escalations_total
+    "Requests the fleet could not serve (429, 5xx, timeout, connection) escalated to the hatch",
+    ["status"])
+HATCH_REJECTIONS = Counter(
+    "spear_hatch_rejections",
+    "Escalations refused because the hatch's monthly cap was reached", ["status"])
+HATCH_SPEND_USD = Gauge(
+    "spear_hatch_spend_usd", "USD settled on the hatch in the current month (for the spend alert)")
+HATCH_CAP_USD = Gauge("spear_hatch_cap_usd", "The hatch's monthly cap in USD")
+BUDGET_REJECTIONS = Counter(
+    "spear_budget_rejections", "Requests refused because the key's budget could not hold them")
+SETTLED_ABOVE_HOLD = Counter(
+    "spear_budget_settled_above_hold",
+    "Responses that cost more than their hold (an upstream ignored max_tokens); settled at the hold")
