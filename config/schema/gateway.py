@@ -87,7 +87,9 @@ def parse(check: Checker, value: Any, secret_values: Mapping[str, Any], ssh_keys
                           "an IP address on the gateway host", default="127.0.0.1")
         port = check.port("gateway.listen.port", get(listen, "port"), DEFAULT_PORT)
     version, packages = _litellm(check, get(gateway, "litellm"))
-    database = _database(check, get(gateway, "database"), GATEWAY_DATABASE_URL in given)
+    # Whether the stack set the URL at all: a malformed one is reported once, as malformed.
+    database = _database(check, get(gateway, "database"),
+                         secret_values[GATEWAY_DATABASE_URL] is not MISSING)
     upstreams, retries, timeout, pricing = _coder(check, get(gateway, "coder"), endpoint_names,
                                                   keyless)
     hatch = _hatch(check, get(gateway, "hatch"))
