@@ -25,7 +25,7 @@ def database():
 
 @pytest.fixture
 def store(database):
-    database.psql("DROP TABLE IF EXISTS spear_budget_requests, spear_budget_keys, spear_budget_hatch")
+    database.psql("DROP SCHEMA IF EXISTS spear_gateway CASCADE")
     s = PgStore(database.url, hatch_cap_usd=10.0)
     yield s
     s.close()
@@ -33,9 +33,10 @@ def store(database):
 
 def test_the_tables_are_created_once_and_creating_them_again_changes_nothing(database, store):
     store.admit("ana", "r1", 1.0, 10.0)
-    PgStore(database.url, hatch_cap_usd=10.0).close()
-    assert database.psql("SELECT count(*) FROM spear_budget_requests") == "1"
-    assert set(database.psql("SELECT tablename FROM pg_tables WHERE tablename LIKE 'spear_budget_%'")
+    # Again, through a URL as LiteLLM's Prisma takes it (parameters libpq does not know).
+    PgStore(database.url + "?schema=public&connection_limit=5", hatch_cap_usd=10.0).close()
+    assert database.psql("SELECT count(*) FROM spear_gateway.spear_budget_requests") == "1"
+    assert set(database.psql("SELECT tablename FROM pg_tables WHERE schemaname = 'spear_gateway'")
                .split()) == {"spear_budget_keys", "spear_budget_hatch", "spear_budget_requests"}
 
 
@@ -128,8 +129,8 @@ def _hammer(url, key, count, worst, budget, settle_fraction=None):
 def _spend_and_holds(conn, key):
     """The key's settled spend plus its holds, read in one statement (one snapshot)."""
     return conn.execute(
-        "SELECT (SELECT used_nanos FROM spear_budget_keys WHERE key = %s)"
-        " + (SELECT coalesce(sum(held_nanos), 0) FROM spear_budget_requests"
+        "SELECT (SELECT used_nanos FROM spear_gateway.spear_budget_keys WHERE key = %s)"
+        " + (SELECT coalesce(sum(held_nanos), 0) FROM spear_gateway.spear_budget_requests"
         " WHERE key = %s AND NOT settled)", (key, key)).fetchone()[0] / 10**9
 
 

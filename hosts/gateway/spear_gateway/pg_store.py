@@ -17,6 +17,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from typing import TypeVar
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import psycopg
 from psycopg import errors
@@ -27,20 +28,21 @@ from spear_gateway.budget import (Admission, BudgetRules, ContractViolation, Esc
 
 T = TypeVar("T")
 SCHEMA = """
-CREATE TABLE IF NOT EXISTS spear_budget_keys (
+CREATE SCHEMA IF NOT EXISTS spear_gateway;
+CREATE TABLE IF NOT EXISTS spear_gateway.spear_budget_keys (
     key         TEXT PRIMARY KEY,            -- LiteLLM's hashed key (token), never the key
     window_id   TEXT,                        -- the key's budget window (its budget_reset_at)
     used_nanos  BIGINT NOT NULL DEFAULT 0    -- settled spend in that window
 );
-CREATE TABLE IF NOT EXISTS spear_budget_hatch (
+CREATE TABLE IF NOT EXISTS spear_gateway.spear_budget_hatch (
     id          SMALLINT PRIMARY KEY CHECK (id = 1),
     month       TEXT,
     spent_nanos BIGINT NOT NULL DEFAULT 0
 );
-INSERT INTO spear_budget_hatch (id, month, spent_nanos) VALUES (1, NULL, 0) ON CONFLICT DO NOTHING;
-CREATE TABLE IF NOT EXISTS spear_budget_requests (
+INSERT INTO spear_gateway.spear_budget_hatch (id, month, spent_nanos) VALUES (1, NULL, 0) ON CONFLICT DO NOTHING;
+CREATE TABLE IF NOT EXISTS spear_gateway.spear_budget_requests (
     request_id          TEXT PRIMARY KEY,    -- never deleted by a reset: ids stay unique
-    key                 TEXT NOT NULL REFERENCES spear_budget_keys (key),
+    key                 TEXT NOT NULL REFERENCES spear_gateway.spear_budget_keys (key),
     held_nanos          BIGINT NOT NULL,
     hatch_held_nanos    BIGINT,
     fleet_status        TEXT,
@@ -51,9 +53,23 @@ CREATE TABLE IF NOT EXISTS spear_budget_requests (
     settled_at          TIMESTAMPTZ
 );
 CREATE INDEX IF NOT EXISTS spear_budget_requests_in_flight
-    ON spear_budget_requests (key) WHERE NOT settled;
+    ON spear_gateway.spear_budget_requests (key) WHERE NOT settled;
 """
 _RETRIED = (errors.DeadlockDetected, errors.SerializationFailure)
+
+
+# The URL parameters libpq understands; Prisma's own (schema, connection_limit, pool_timeout,
+# pgbouncer, ...) may be in the gateway's DATABASE_URL and libpq refuses them.
+LIBPQ_PARAMETERS = frozenset({"sslmode", "sslrootcert", "sslcert", "sslkey", "sslpassword",
+                              "connect_timeout", "application_name", "options",
+                              "target_session_attrs", "channel_binding", "host", "port"})
+
+
+def libpq_url(url: str) -> str:
+    """`url` without the query parameters libpq does not know."""
+    parts = urlsplit(url)
+    query = [(k, v) for k, v in parse_qsl(parts.query) if k in LIBPQ_PARAMETERS]
+    return urlunsplit(parts._replace(query=urlencode(query)))
 
 
 class PgStore:
@@ -62,7 +78,7 @@ class PgStore:
 
     def __init__(self, url: str, hatch_cap_usd: float, *, max_connections: int = 8) -> None:
         self.cap = nanos("hatch_cap_usd", hatch_cap_usd)
-        self._pool = ConnectionPool(url, min_size=1, max_size=max_connections, open=True,
+        self._pool = ConnectionPool(libpq_url(url), min_size=1, max_size=max_connections, open=True,
                                     kwargs={"autocommit": True})
         self._run(self._create_schema)
 
@@ -99,24 +115,24 @@ class PgStore:
             raise ContractViolation(f"worst_usd {worst_usd!r}: a request's worst case must be > 0")
 
         def work(conn: psycopg.Connection) -> Admission:
-            conn.execute("INSERT INTO spear_budget_keys (key) VALUES (%s) ON CONFLICT DO NOTHING",
+            conn.execute("INSERT INTO spear_gateway.spear_budget_keys (key) VALUES (%s) ON CONFLICT DO NOTHING",
                          (key,))
             current, used = conn.execute(
-                "SELECT window_id, used_nanos FROM spear_budget_keys WHERE key = %s FOR UPDATE",
+                "SELECT window_id, used_nanos FROM spear_gateway.spear_budget_keys WHERE key = %s FOR UPDATE",
                 (key,)).fetchone()
-            known = conn.execute("SELECT 1 FROM spear_budget_requests WHERE request_id = %s",
+            known = conn.execute("SELECT 1 FROM spear_gateway.spear_budget_requests WHERE request_id = %s",
                                  (request_id,)).fetchone() is not None
             holds, in_flight = conn.execute(
-                "SELECT count(*), coalesce(sum(held_nanos), 0) FROM spear_budget_requests"
+                "SELECT count(*), coalesce(sum(held_nanos), 0) FROM spear_gateway.spear_budget_requests"
                 " WHERE key = %s AND NOT settled", (key,)).fetchone()
             rolls = BudgetRules.rolls(current=current, window=window, holds=holds)
             verdict = BudgetRules.admit(known=known, used=spend if rolls else used,
                                         in_flight=int(in_flight), budget=budget, worst=worst)
             if verdict == "fleet":
                 if rolls:
-                    conn.execute("UPDATE spear_budget_keys SET window_id = %s, used_nanos = %s"
+                    conn.execute("UPDATE spear_gateway.spear_budget_keys SET window_id = %s, used_nanos = %s"
                                  " WHERE key = %s", (window, spend, key))
-                conn.execute("INSERT INTO spear_budget_requests (request_id, key, held_nanos)"
+                conn.execute("INSERT INTO spear_gateway.spear_budget_requests (request_id, key, held_nanos)"
                              " VALUES (%s, %s, %s)", (request_id, key, worst))
             return verdict
 
@@ -132,17 +148,17 @@ class PgStore:
 
         def work(conn: psycopg.Connection) -> Escalation:
             current, spent = conn.execute(
-                "SELECT month, spent_nanos FROM spear_budget_hatch WHERE id = 1 FOR UPDATE").fetchone()
+                "SELECT month, spent_nanos FROM spear_gateway.spear_budget_hatch WHERE id = 1 FOR UPDATE").fetchone()
             row = conn.execute(
-                "SELECT key, held_nanos, hatch_held_nanos FROM spear_budget_requests"
+                "SELECT key, held_nanos, hatch_held_nanos FROM spear_gateway.spear_budget_requests"
                 " WHERE request_id = %s AND NOT settled FOR UPDATE", (request_id,)).fetchone()
             if row is None:
                 raise ContractViolation(f"request {request_id}: only a request in flight may escalate")
             holds, in_flight = conn.execute(
-                "SELECT count(*), coalesce(sum(hatch_held_nanos), 0) FROM spear_budget_requests"
+                "SELECT count(*), coalesce(sum(hatch_held_nanos), 0) FROM spear_gateway.spear_budget_requests"
                 " WHERE NOT settled AND hatch_held_nanos IS NOT NULL").fetchone()
             if BudgetRules.rolls(current=current, window=month, holds=holds):
-                conn.execute("UPDATE spear_budget_hatch SET month = %s, spent_nanos = 0 WHERE id = 1",
+                conn.execute("UPDATE spear_gateway.spear_budget_hatch SET month = %s, spent_nanos = 0 WHERE id = 1",
                              (month,))
                 spent = 0
             hold = Hold(*row)
@@ -150,7 +166,7 @@ class PgStore:
                                            hatch_in_flight=int(in_flight), cap=self.cap,
                                            estimate=estimate)
             if verdict == "hatch" and hold.hatch_held is None:
-                conn.execute("UPDATE spear_budget_requests SET hatch_held_nanos = %s,"
+                conn.execute("UPDATE spear_gateway.spear_budget_requests SET hatch_held_nanos = %s,"
                              " fleet_status = %s WHERE request_id = %s",
                              (estimate, str(fleet_status), request_id))
             return verdict
@@ -162,23 +178,23 @@ class PgStore:
         key_amount, hatch_amount = nanos("key_usd", key_usd), nanos("hatch_usd", hatch_usd)
 
         def work(conn: psycopg.Connection) -> None:
-            owner = conn.execute("SELECT key FROM spear_budget_requests WHERE request_id = %s",
+            owner = conn.execute("SELECT key FROM spear_gateway.spear_budget_requests WHERE request_id = %s",
                                  (request_id,)).fetchone()
             if owner is not None:  # the key's row first: the lock order of admit
-                conn.execute("SELECT 1 FROM spear_budget_keys WHERE key = %s FOR UPDATE", owner)
+                conn.execute("SELECT 1 FROM spear_gateway.spear_budget_keys WHERE key = %s FOR UPDATE", owner)
             row = conn.execute(
-                "SELECT key, held_nanos, hatch_held_nanos, settled FROM spear_budget_requests"
+                "SELECT key, held_nanos, hatch_held_nanos, settled FROM spear_gateway.spear_budget_requests"
                 " WHERE request_id = %s FOR UPDATE", (request_id,)).fetchone()
             hold = None if row is None else Hold(*row[:3])
             BudgetRules.check_settle(request_id, hold, bool(row and row[3]), key_amount,
                                      hatch_amount)
-            conn.execute("UPDATE spear_budget_requests SET settled = true, key_settled_nanos = %s,"
+            conn.execute("UPDATE spear_gateway.spear_budget_requests SET settled = true, key_settled_nanos = %s,"
                          " hatch_settled_nanos = %s, settled_at = now() WHERE request_id = %s",
                          (key_amount, hatch_amount, request_id))
-            conn.execute("UPDATE spear_budget_keys SET used_nanos = used_nanos + %s WHERE key = %s",
+            conn.execute("UPDATE spear_gateway.spear_budget_keys SET used_nanos = used_nanos + %s WHERE key = %s",
                          (key_amount, hold.key))
             if hatch_amount:
-                conn.execute("UPDATE spear_budget_hatch SET spent_nanos = spent_nanos + %s"
+                conn.execute("UPDATE spear_gateway.spear_budget_hatch SET spent_nanos = spent_nanos + %s"
                              " WHERE id = 1", (hatch_amount,))
 
         self._run(work)
@@ -187,15 +203,15 @@ class PgStore:
 
     def used_usd(self, key: str) -> float:
         row = self._run(lambda conn: conn.execute(
-            "SELECT used_nanos FROM spear_budget_keys WHERE key = %s", (key,)).fetchone())
+            "SELECT used_nanos FROM spear_gateway.spear_budget_keys WHERE key = %s", (key,)).fetchone())
         return usd(row[0]) if row else 0.0
 
     def held_usd(self, key: str) -> float:
         return usd(int(self._run(lambda conn: conn.execute(
-            "SELECT coalesce(sum(held_nanos), 0) FROM spear_budget_requests"
+            "SELECT coalesce(sum(held_nanos), 0) FROM spear_gateway.spear_budget_requests"
             " WHERE key = %s AND NOT settled", (key,)).fetchone()[0])))
 
     @property
     def hatch_spent_usd(self) -> float:
         return usd(self._run(lambda conn: conn.execute(
-            "SELECT spent_nanos FROM spear_budget_hatch WHERE id = 1").fetchone()[0]))
+            "SELECT spent_nanos FROM spear_gateway.spear_budget_hatch WHERE id = 1").fetchone()[0]))
