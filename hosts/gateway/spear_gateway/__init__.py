@@ -1,1 +1,65 @@
-"""spear-fleet's code inside the gateway (LiteLLM proxy callbacks); see litellm_hooks.py."""
+"""spear-fleet's code inside the gateway: LiteLLM proxy callbacks for the 429/5xx-only hatch and
+for budgets that hold (seed 001 step 5; issues 8 and 9). How it works: litellm_hooks.py.
+
+What the gateway host and its config.yaml need (for the renderer)
+-----------------------------------------------------------------
+Files. This package (hosts/gateway/spear_gateway/) is copied into the folder that holds
+config.yaml, e.g. /opt/spear-gateway/config.yaml and /opt/spear-gateway/spear_gateway/, and
+that folder is on the LiteLLM virtualenv's import path: a one-line
+`<venv>/lib/python3.X/site-packages/spear_gateway.pth` holding `/opt/spear-gateway` (or
+`PYTHONPATH=/opt/spear-gateway` in the unit). Both are needed: LiteLLM 1.91.1 loads a
+callback from the file `spear_gateway/callbacks.py` next to config.yaml, and that file imports
+the package by name. Its Python dependencies are in hosts/gateway/requirements.txt
+(psycopg[binary], psycopg-pool, prometheus-client).
+
+config.yaml:
+
+    model_list:
+      - model_name: coder                      # = SPEAR_FLEET_MODEL
+        litellm_params:
+          model: openai/<served model>
+          api_base: http://127.0.0.1:<tunnel port>/v1
+          api_key: os.environ/FLEET_API_KEY
+          input_cost_per_token: <USD>            # budgets are priced with these: without
+          output_cost_per_token: <USD>           # prices a request's worst case is ~0
+      - model_name: frontier                   # = SPEAR_HATCH_MODEL
+        litellm_params:
+          model: anthropic/<model>
+          api_key: os.environ/FRONTIER_API_KEY
+          input_cost_per_token: <USD>            # the hatch's cap is priced with these
+          output_cost_per_token: <USD>
+    router_settings:
+      fallbacks: [{"coder": ["frontier"]}]     # required: LiteLLM falls back, the hook decides
+      num_retries: <n>
+    litellm_settings:
+      callbacks: ["spear_gateway.callbacks.proxy_handler_instance", "prometheus"]
+      request_timeout: <s>                     # a fleet that does not answer within it escalates
+    environment_variables:                     # or Environment= in the unit
+      SPEAR_HATCH_MONTHLY_CAP_USD: "<stack hatchMonthlyCapUsd>"   # required, USD >= 0
+      SPEAR_FLEET_MODEL: "coder"               # default coder
+      SPEAR_HATCH_MODEL: "frontier"            # default frontier
+      SPEAR_DEFAULT_MAX_TOKENS: "4096"         # set on a request that sets no output limit
+    general_settings:
+      master_key: os.environ/LITELLM_MASTER_KEY
+
+The ledger's database: `SPEAR_BUDGET_DATABASE_URL`, else `DATABASE_URL` (the gateway's own
+PostgreSQL; a secret, in the unit's environment file, never in config.yaml). Its tables live in
+the schema `spear_gateway`, created on first use; Prisma's URL parameters (`?schema=...`) are
+accepted. With neither variable set (config-only mode) the ledger lives in the process: fine for
+the hatch's cap on one process, and there are no keys to budget.
+
+What developers see:
+- over the key's budget (settled spend + requests in flight + this one's worst case): HTTP 429,
+  error type `spear_budget_exceeded`;
+- the fleet answered 400/401/404/422 (any non-429 4xx): that error, unchanged, and the frontier
+  is never called (LiteLLM itself turns an upstream 422 into 400 BadRequestError);
+- the fleet answered 429/5xx or did not answer: the frontier's answer; over the hatch's monthly
+  cap (counting escalations in flight): HTTP 429, error type `hatch_budget_exhausted`;
+- `frontier` asked for directly: HTTP 403, error type `hatch_not_direct`.
+
+Metrics on LiteLLM's /metrics (prometheus_client's default registry; 1.91.1 serves /metrics to
+the master key): `spear_hatch_escalations_total{status="429"|"500"|"503"|...|"timeout"|
+"connection"}`, `spear_hatch_rejections_total{status}`, `spear_hatch_spend_usd` (for the spend
+alert), `spear_hatch_cap_usd`, `spear_budget_rejections_total`,
+`spear_budget_settled_above_hold_total`.
+"""
