@@ -1,0 +1,135 @@
+"""The gateway's pure renderers (components/gateway/render.py): LiteLLM's config.yaml, the env
+file, the spear-gateway unit and the tunnel units, from the typed config of prod's gateway
+example and the local stack's."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import yaml
+
+from components.gateway.render import (DATABASE_URL_ENV, FRONTIER_KEY_ENV, MASTER_KEY_ENV, Route,
+                                       render_config, render_env, render_tunnel_unit, render_unit,
+                                       upstream_key_env)
+from config.schema import parse
+from config.types import EXTERNAL_DATABASE, OFFLINE_ENGINE, GatewayDatabase
+from spear.rules import (CODER_MODEL, FRONTIER_MODEL, GATEWAY_UNIT, HATCH_CALLBACK,
+                         HATCH_STATUSES, SYSTEM_SLICE)
+from tests.support.config_cases import FRONTIER_KEY, MASTER_KEY, gateway_raw
+
+MODEL = "/opt/spear/models/gguf/Qwen3-Coder-Next-Q8_0-00001-of-00004.gguf"
+GATEWAY = parse(gateway_raw()).gateway
+ROUTES = [Route("reds", 8082, MODEL, False), Route("gpu", 8081, "qwen3-coder-next", True)]
+
+
+def rendered(gateway=GATEWAY, routes=ROUTES) -> dict:
+    return yaml.safe_load(render_config(gateway, routes))
+
+
+def models(config: dict, name: str) -> list[dict]:
+    return [m for m in config["model_list"] if m["model_name"] == name]
+
+
+def test_coder_routes_each_upstream_through_its_tunnel_port():
+    coder = models(rendered(), CODER_MODEL)
+    assert [(m["model_info"]["id"], m["litellm_params"]["api_base"], m["litellm_params"]["model"])
+            for m in coder] == [("reds", "http://127.0.0.1:8082/v1", f"openai/{MODEL}"),
+                                ("gpu", "http://127.0.0.1:8081/v1", "openai/qwen3-coder-next")]
+    # llama-server demands no key; the pod's vLLM key comes from the env file.
+    assert [m["litellm_params"]["api_key"] for m in coder] == [
+        "none", f"os.environ/{upstream_key_env('gpu')}"]
+    assert upstream_key_env("gpu-b") == "SPEAR_UPSTREAM_KEY_GPU_B"
+    assert coder[0]["model_info"]["input_cost_per_token"] == pytest.approx(0.5e-6)
+
+
+def test_frontier_is_the_hatch_provider_with_its_key_from_the_environment():
+    [frontier] = models(rendered(), FRONTIER_MODEL)
+    assert frontier["litellm_params"] == {"model": "anthropic/claude-sonnet-4-5",
+                                          "api_base": "https://api.anthropic.com",
+                                          "api_key": f"os.environ/{FRONTIER_KEY_ENV}"}
+    assert [m["model_name"] for m in rendered()["model_list"]] == [CODER_MODEL, CODER_MODEL,
+                                                                   FRONTIER_MODEL]
+
+
+def test_no_secret_text_anywhere_in_config_yaml():
+    text = render_config(GATEWAY, ROUTES)
+    for secret in (MASTER_KEY, FRONTIER_KEY, "PLACEHOLDER", "BEGIN OPENSSH"):
+        assert secret not in text
+    general = rendered()["general_settings"]
+    assert general == {"master_key": f"os.environ/{MASTER_KEY_ENV}",
+                       "database_url": f"os.environ/{DATABASE_URL_ENV}"}
+
+
+def test_budget_exceeded_answers_429_and_responses_are_bridged():
+    config = rendered()
+    assert config["litellm_settings"]["budget_exceeded_status_code"] == 429
+    assert all(m["litellm_params"]["use_chat_completions_api"] is True
+               for m in models(config, CODER_MODEL))
+    assert config["litellm_settings"]["use_chat_completions_url_for_anthropic_messages"] is True
+    assert (config["litellm_settings"]["num_retries"],
+            config["litellm_settings"]["request_timeout"]) == (2, 600)
+
+
+def test_the_hatch_is_the_hook_and_no_litellm_fallback():
+    config = rendered()
+    assert config["litellm_settings"]["callbacks"] == [HATCH_CALLBACK, "prometheus"]
+    for section in ("router_settings", "litellm_settings"):
+        assert not any("fallbacks" in key for key in config[section])
+    assert config["spear_hatch"] == {"from": CODER_MODEL, "to": FRONTIER_MODEL,
+                                     "statuses": list(HATCH_STATUSES),
+                                     "monthly_cap_usd": 200.0, "alert_usd": 150.0}
+
+
+def test_a_config_change_changes_the_text_and_nothing_else_does():
+    same = render_config(GATEWAY, ROUTES)
+    assert render_config(GATEWAY, ROUTES) == same
+    assert render_config(dataclasses.replace(GATEWAY, num_retries=3), ROUTES) != same
+
+
+def test_the_env_file_quotes_each_value_for_systemd():
+    text = render_env({MASTER_KEY_ENV: MASTER_KEY, FRONTIER_KEY_ENV: FRONTIER_KEY})
+    assert text.splitlines()[1:] == [f'{MASTER_KEY_ENV}="{MASTER_KEY}"',
+                                     f'{FRONTIER_KEY_ENV}="{FRONTIER_KEY}"']
+
+
+@pytest.mark.parametrize("value", ['sk-"quoted"', "sk-line\nINJECTED=1", "sk-$HOME", "sk-\\n"])
+def test_the_env_file_refuses_values_systemd_would_read_otherwise(value):
+    with pytest.raises(ValueError) as error:
+        render_env({MASTER_KEY_ENV: value})
+    assert "cannot go in an env file" in str(error.value)
+    assert value not in str(error.value)
+
+
+def test_the_unit_runs_the_pinned_venv_on_config_yaml_after_its_tunnels_and_database():
+    unit = render_unit(GATEWAY, ["spear-tunnel-reds.service"])
+    assert f"Slice={SYSTEM_SLICE}" in unit
+    assert ("ExecStart=/opt/spear-gateway/venv/bin/litellm --config"
+            " /opt/spear-gateway/config/config.yaml --host 127.0.0.1 --port 4000") in unit
+    assert ("After=network-online.target spear-tunnel-reds.service postgresql@15-spear.service"
+            in unit)
+    assert "EnvironmentFile=/opt/spear-gateway/config/gateway.env" in unit
+    assert "Environment=PYTHONPATH=/opt/spear-gateway/hooks" in unit
+    # The native engine needs no environment of its own; the offline one is named.
+    assert "PRISMA_QUERY_ENGINE_BINARY" not in unit
+    assert "${" not in unit and GATEWAY_UNIT.removesuffix(".service") in unit
+
+
+def test_the_offline_engine_and_an_external_database_change_the_unit():
+    gateway = dataclasses.replace(GATEWAY, database=GatewayDatabase(EXTERNAL_DATABASE, 5432,
+                                                                    OFFLINE_ENGINE))
+    unit = render_unit(gateway, [])
+    assert "postgresql@" not in unit
+    assert ("Environment=PRISMA_QUERY_ENGINE_BINARY=/opt/spear-gateway/engine/query-engine"
+            in unit)
+
+
+def test_the_tunnel_unit_forwards_the_client_port_to_the_endpoints_server():
+    unit = render_tunnel_unit(GATEWAY, "reds", "reds.internal", 22, "root", "127.0.0.1", 8010, 8082)
+    assert unit.startswith("# spear-tunnel-reds.service: generated by spear-fleet")
+    assert f"Slice={SYSTEM_SLICE}" in unit
+    assert ("-i /opt/spear-gateway/tunnels/reds.key -p 22 -L 127.0.0.1:8082:127.0.0.1:8010"
+            " root@reds.internal") in unit
+    assert "ExitOnForwardFailure=yes" in unit and "Restart=always" in unit
+    assert "${" not in unit
+

@@ -1,0 +1,141 @@
+"""Harness wiring (spear/harness.py, seed 001 step 6): each harness gets exactly the seed's
+variables in its own dialect, all asking for `coder` with the developer's key; and
+scripts/harness-env prints one (developer, harness) from the stack's secret output."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tomllib
+
+import pytest
+
+from spear import harness
+from tests.support.stack_files import REPO
+
+URL = "http://127.0.0.1:4000"
+KEY = "sk-ana-virtual-key"
+WIRING = harness.wiring(URL, KEY, "coder")
+
+
+def test_qwen_code_gets_the_openai_variables():
+    assert WIRING[harness.QWEN_CODE]["env"] == {
+        "OPENAI_BASE_URL": f"{URL}/v1", "OPENAI_API_KEY": KEY, "OPENAI_MODEL": "coder"}
+
+
+def test_openhands_gets_the_litellm_prefixed_model_and_runs_with_override_with_envs():
+    entry = WIRING[harness.OPENHANDS]
+    assert entry["env"] == {"LLM_MODEL": "openai/coder", "LLM_BASE_URL": f"{URL}/v1",
+                            "LLM_API_KEY": KEY}
+    assert entry["run"] == "openhands --override-with-envs"
+
+
+def test_claude_code_gets_the_bearer_token_and_the_base_url_without_v1():
+    assert WIRING[harness.CLAUDE_CODE]["env"] == {
+        "ANTHROPIC_BASE_URL": URL, "ANTHROPIC_AUTH_TOKEN": KEY, "ANTHROPIC_MODEL": "coder"}
+
+
+def test_codex_gets_a_config_toml_on_responses_with_its_key_from_the_environment():
+    entry = WIRING[harness.CODEX]
+    assert entry["env"] == {"OWNED_API_KEY": KEY}
+    assert entry["file"]["path"] == "~/.codex/config.toml"
+    config = tomllib.loads(entry["file"]["content"])
+    assert (config["model"], config["model_provider"]) == ("coder", "owned")
+    provider = config["model_providers"]["owned"]
+    assert provider["wire_api"] == "responses"
+    assert provider["env_key"] == "OWNED_API_KEY"
+    assert provider["base_url"] == f"{URL}/v1" and provider["base_url"].endswith("/v1")
+    assert KEY not in entry["file"]["content"]  # the key stays in the environment
+
+
+def test_every_harness_is_wired():
+    assert set(WIRING) == set(harness.HARNESSES)
+
+
+# ---------------------------------------------------------------------------------------------
+# scripts/harness-env, on a sample of `pulumi stack output harnesses --show-secrets --json`
+
+
+@pytest.fixture
+def outputs(tmp_path):
+    path = tmp_path / "harnesses.json"
+    path.write_text(json.dumps({"ana": WIRING, "bob": harness.wiring(URL, "sk-bob", "coder")}))
+    return str(path)
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    code = harness.main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_the_printed_exports_set_the_harness_variables_when_evaluated(outputs, capsys):
+    code, out, _ = run(capsys, "ana", "qwen-code", "--outputs-json", outputs)
+    assert code == 0
+    env = subprocess.run(["bash", "-c", out + 'printf "%s\\n" "$OPENAI_BASE_URL" "$OPENAI_API_KEY"'
+                          ' "$OPENAI_MODEL"'], capture_output=True, text=True, check=True).stdout
+    assert env.splitlines() == [f"{URL}/v1", KEY, "coder"]
+    assert out.rstrip().endswith("# then run: qwen")
+
+
+def test_codex_prints_where_its_config_goes_and_the_content_as_comments(outputs, capsys):
+    code, out, _ = run(capsys, "ana", "codex", "--outputs-json", outputs)
+    assert code == 0
+    assert f"export OWNED_API_KEY={KEY}\n" in out
+    assert "# ~/.codex/config.toml (write it with --write), with this content:\n" in out
+    assert '#   wire_api = "responses"\n' in out
+    # Still eval-able: everything but the exports is a comment.
+    subprocess.run(["bash", "-n", "-c", out], check=True)
+
+
+def test_codex_write_puts_the_config_file_in_place(outputs, capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    code, out, _ = run(capsys, "ana", "codex", "--write", "--outputs-json", outputs)
+    assert code == 0
+    written = tmp_path / ".codex" / "config.toml"
+    assert f"# wrote {written}\n" in out
+    assert tomllib.loads(written.read_text())["model_providers"]["owned"]["wire_api"] == "responses"
+    assert run(capsys, "ana", "codex", "--write", "--outputs-json", outputs)[0] == 0  # same: fine
+    written.write_text('model = "other"\n')
+    code, _, err = run(capsys, "ana", "codex", "--write", "--outputs-json", outputs)
+    assert code == 2 and "exists with other content" in err
+    assert written.read_text() == 'model = "other"\n'
+
+
+def test_an_unknown_developer_is_refused_naming_the_developers(outputs, capsys):
+    code, out, err = run(capsys, "zed", "qwen-code", "--outputs-json", outputs)
+    assert (code, out) == (2, "")
+    assert err == "harness-env: developer 'zed' has no key in this stack; allowed: ana, bob\n"
+
+
+def test_an_unknown_harness_is_refused_naming_the_harnesses(outputs, capsys):
+    code, out, err = run(capsys, "ana", "cursor", "--outputs-json", outputs)
+    assert (code, out) == (2, "")
+    assert err == ("harness-env: harness 'cursor' is not wired; allowed: qwen-code, openhands,"
+                   " claude-code, codex\n")
+
+
+def test_the_stack_output_is_read_with_secrets_shown(capsys):
+    asked = []
+
+    def stack_output(stack):
+        asked.append(stack)
+        return json.dumps({"ana": WIRING})
+
+    assert harness.main(["ana", "claude-code", "--stack", "prod"], stack_output) == 0
+    assert asked == ["prod"]
+    assert "--show-secrets" in harness.STACK_OUTPUT
+    assert f"export ANTHROPIC_AUTH_TOKEN={KEY}\n" in capsys.readouterr().out
+
+
+def test_the_script_is_a_thin_entry_point(outputs):
+    done = subprocess.run([sys.executable, str(REPO / "scripts" / "harness-env"), "bob",
+                           "openhands", "--outputs-json", outputs],
+                          capture_output=True, text=True, env={**os.environ})
+    assert done.returncode == 0, done.stderr
+    assert "export LLM_API_KEY=sk-bob\n" in done.stdout
+    bad = subprocess.run([sys.executable, str(REPO / "scripts" / "harness-env"), "bob", "vim",
+                          "--outputs-json", outputs], capture_output=True, text=True)
+    assert bad.returncode == 2 and "allowed: qwen-code" in bad.stderr
