@@ -1,0 +1,205 @@
+"""The gateway's resources under Pulumi's mocks, from the local stack's program: each part with its
+own type; the credentials secret where the engine is told; and the diff of each kind of change
+(the providers' own diffs of the inputs two runs of the program give) is the upgrade a reviewer
+must see: a budget change updates one key in place, a LiteLLM bump replaces the install and
+restarts the proxy, a config-only change rewrites config.yaml and restarts, nothing else moves."""
+
+from __future__ import annotations
+
+import copy
+import runpy
+from dataclasses import dataclass, field
+from typing import Any
+
+import pulumi
+import pytest
+from pulumi.runtime.mocks import MockMonitor
+
+from components.gateway.install import LitellmInstallProvider
+from components.gateway.keys import GatewayKeyProvider
+from components.hostops.remote_file import RemoteFileProvider
+from components.hostops.systemd_unit import SystemdUnitProvider
+from spear import tokens
+from tests.support.config_cases import FRONTIER_KEY, MASTER_KEY
+from tests.support.stack_files import DUMMY_KEY, REPO, RecordingMocks, engine_config, stack_raw
+
+SECRETS = ["spear-fleet:sshPrivateKeys", "spear-fleet:gatewayMasterKey",
+           "spear-fleet:frontierApiKey"]
+_SIG, _SECRET = "4dabf18193072939515e22adb298388d", "1b47061264138c4ac30d75fd1eb44270"
+
+
+def local_raw() -> dict[str, Any]:
+    """The local stack with its keys given as secrets (no key files needed) and the gateway's two
+    secrets decrypted to placeholders."""
+    raw = stack_raw("local")
+    del raw["inferenceHosts"]["local"]["ssh"]["privateKeyPath"], raw["gateway"]["ssh"]["privateKeyPath"]
+    return {**raw, "sshPrivateKeys": {"local": DUMMY_KEY, "gateway": DUMMY_KEY},
+            "gatewayMasterKey": MASTER_KEY, "frontierApiKey": FRONTIER_KEY}
+
+
+class SecretRecordingMonitor(MockMonitor):
+    """The mock monitor, also recording what each resource tells the engine to keep secret."""
+
+    def __init__(self, mocks: pulumi.runtime.Mocks) -> None:
+        super().__init__(mocks)
+        self.secret_outputs: dict[str, list[str]] = {}
+
+    def RegisterResource(self, request):  # noqa: N802 (the gRPC method's name)
+        self.secret_outputs[request.name] = list(request.additionalSecretOutputs)
+        return super().RegisterResource(request)
+
+
+class KeyMocks(RecordingMocks):
+    """A developer key resource answers with a key, as /key/generate does."""
+
+    def new_resource(self, args: pulumi.runtime.MockResourceArgs):
+        name, state = super().new_resource(args)
+        if args.typ == tokens.GATEWAY_KEY.type:
+            state = {**state, "key": f"sk-{args.inputs['developer']}-VIRTUAL"}
+        return name, state
+
+
+@dataclass
+class Program:
+    types: dict[str, str]
+    registered: dict[str, dict[str, Any]]  # inputs as registered: secrets marked
+    inputs: dict[str, dict[str, Any]]  # secrets unwrapped
+    secret_outputs: dict[str, list[str]]
+    secret: dict[str, bool] = field(default_factory=dict)  # which outputs are secret
+
+
+def run_program(raw: dict[str, Any]) -> Program:
+    mocks = KeyMocks()
+    monitor = SecretRecordingMonitor(mocks)
+    pulumi.runtime.set_mocks(mocks, project="spear-fleet", stack="local", monitor=monitor)
+    pulumi.runtime.set_all_config(engine_config(raw), SECRETS)
+    secret: dict[str, bool] = {}
+
+    @pulumi.runtime.test
+    def program():
+        gateway = runpy.run_path(str(REPO / "__main__.py"))["gateway"]
+        outputs = {f"harnesses:{dev}": wiring for dev, wiring in gateway.harnesses.items()}
+        return pulumi.Output.all(*(o.is_secret() for o in outputs.values())).apply(
+            lambda flags: secret.update(zip(outputs, flags)))
+
+    try:
+        program()
+    finally:
+        pulumi.runtime.set_all_config({}, [])
+    return Program({n: a.typ for n, a in mocks.resources.items()},
+                   {n: a.inputs for n, a in mocks.resources.items()},
+                   {n: plain(a.inputs) for n, a in mocks.resources.items()},
+                   monitor.secret_outputs, secret)
+
+
+def is_secret(value: Any) -> bool:
+    return isinstance(value, dict) and value.get(_SIG) == _SECRET
+
+
+def plain(value: Any) -> Any:
+    """Inputs with secrets unwrapped (as a provider's diff sees them)."""
+    if is_secret(value):
+        return plain(value["value"])
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [plain(v) for v in value]
+    return value
+
+
+@pytest.fixture(scope="module")
+def local() -> Program:
+    return run_program(local_raw())
+
+
+def changed(before: Program, after: Program) -> dict[str, list[str]]:
+    """Resource -> the inputs that differ between two runs (the pickled provider left out)."""
+    assert set(before.inputs) == set(after.inputs)
+    diff = {name: sorted(k for k in set(old) | set(after.inputs[name])
+                         if k != "__provider" and old.get(k) != after.inputs[name].get(k))
+            for name, old in before.inputs.items()}
+    return {name: keys for name, keys in diff.items() if keys}
+
+
+def edited(change) -> dict[str, Any]:
+    raw = copy.deepcopy(local_raw())
+    change(raw)
+    return raw
+
+
+def test_the_local_program_registers_each_part_of_the_gateway_with_its_own_type(local):
+    gateway = {name: typ for name, typ in local.types.items() if name.startswith("gateway")}
+    hooks = {name for name, typ in gateway.items() if typ == tokens.GATEWAY_HOOK_FILE.type}
+    assert {name: typ for name, typ in gateway.items() if name not in hooks} == {
+        "gateway": tokens.GATEWAY,
+        "gateway-litellm": tokens.LITELLM_INSTALL.type,
+        "gateway-postgresql": tokens.GATEWAY_DATABASE.type,
+        "gateway-migrations": tokens.GATEWAY_MIGRATIONS.type,
+        "gateway-config": tokens.GATEWAY_CONFIG.type,
+        "gateway-env": tokens.GATEWAY_ENV.type,
+        "gateway-tunnel-local-key": tokens.TUNNEL_KEY.type,
+        "gateway-tunnel-local": tokens.GATEWAY_TUNNEL.type,
+        "gateway-service": tokens.GATEWAY_SERVICE.type,
+        **{f"gateway-key-{dev}": tokens.GATEWAY_KEY.type for dev in ("ana", "bob", "cyn")},
+        **{f"gateway-smoke-{dev}": tokens.GATEWAY_SMOKE_TEST.type for dev in ("ana", "bob", "cyn")},
+    }
+    assert "gateway-hook-spear-rules" in hooks  # the hook shares the one rules module
+    tunnel = local.inputs["gateway-tunnel-local"]
+    assert (tunnel["unit"], tunnel["health"]["port"]) == ("spear-tunnel-local.service", 8082)
+    assert local.inputs["gateway-config"]["upstreams"] == ["local"]
+    assert "api_base: http://127.0.0.1:8082/v1" in local.inputs["gateway-config"]["content"]
+
+
+def test_the_env_file_and_every_developer_key_are_secrets(local):
+    env_file = local.registered["gateway-env"]
+    assert is_secret(env_file["content"])
+    assert MASTER_KEY in plain(env_file["content"]) and FRONTIER_KEY in plain(env_file["content"])
+    assert "content" in local.secret_outputs["gateway-env"]
+    assert "content" in local.secret_outputs["gateway-tunnel-local-key"]
+    for dev in ("ana", "bob", "cyn"):
+        # The engine keeps these secret (mocks do not apply it to the key output itself).
+        assert {"connection", "master_key", "key"} <= set(local.secret_outputs[f"gateway-key-{dev}"])
+        assert local.secret[f"harnesses:{dev}"]
+    # config.yaml is plain, and holds no secret.
+    assert "content" not in local.secret_outputs["gateway-config"]
+    assert MASTER_KEY not in local.inputs["gateway-config"]["content"]
+
+
+def test_a_budget_change_for_one_developer_changes_only_that_key(local):
+    raised = run_program(edited(lambda raw: raw["developers"]["ana"].update(maxBudget=40)))
+    assert changed(local, raised) == {"gateway-key-ana": ["max_budget"]}
+    diff = GatewayKeyProvider().diff("ana", local.inputs["gateway-key-ana"],
+                                     raised.inputs["gateway-key-ana"])
+    assert diff.changes and diff.replaces == []  # /key/update: the developer keeps the key
+
+
+def test_a_litellm_version_bump_replaces_the_install_and_restarts_the_proxy(local):
+    bumped = run_program(edited(lambda raw: raw["gateway"]["litellm"].update(version="1.108.7")))
+    assert changed(local, bumped) == {
+        "gateway-litellm": ["install_key", "version"],
+        "gateway-migrations": ["install_key", "litellm_version"],
+        "gateway-config": ["litellm_version"],
+        "gateway-service": ["restart_triggers"],
+    }
+    old, new = local.inputs, bumped.inputs
+    assert LitellmInstallProvider().diff("", old["gateway-litellm"],
+                                         new["gateway-litellm"]).replaces == ["install_key"]
+    triggers = (old["gateway-service"]["restart_triggers"], new["gateway-service"]["restart_triggers"])
+    assert [k for k in triggers[0] if triggers[0][k] != triggers[1][k]] == ["install_key"]
+    assert triggers[1]["install_key"] == new["gateway-litellm"]["install_key"]
+    # The config file's only change is a recorded fact: its content, and so its write, is the same.
+    assert RemoteFileProvider().diff("", old["gateway-config"], new["gateway-config"]).changes is False
+
+
+def test_a_config_only_change_rewrites_config_yaml_and_restarts_nothing_else_moves(local):
+    retried = run_program(edited(lambda raw: raw["gateway"]["coder"].update(numRetries=3)))
+    assert changed(local, retried) == {"gateway-config": ["content"],
+                                       "gateway-service": ["restart_triggers"]}
+    old, new = local.inputs, retried.inputs
+    assert "num_retries: 3" in new["gateway-config"]["content"]
+    write = RemoteFileProvider().diff("", old["gateway-config"], new["gateway-config"])
+    assert write.changes and write.replaces == []
+    triggers = (old["gateway-service"]["restart_triggers"], new["gateway-service"]["restart_triggers"])
+    assert [k for k in triggers[0] if triggers[0][k] != triggers[1][k]] == ["config"]
+    restart = SystemdUnitProvider().diff("", old["gateway-service"], new["gateway-service"])
+    assert restart.changes and restart.replaces == []
