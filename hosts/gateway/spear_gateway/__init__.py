@@ -28,9 +28,8 @@ config.yaml:
           api_key: os.environ/FRONTIER_API_KEY
           input_cost_per_token: <USD>            # the hatch's cap is priced with these
           output_cost_per_token: <USD>
-    router_settings:
-      fallbacks: [{"coder": ["frontier"]}]     # required: LiteLLM falls back, the hook decides
-      num_retries: <n>
+    router_settings:                           # no `fallbacks` here (nor in litellm_settings):
+      num_retries: <n>                         # the hook gives each coder request its hatch
     litellm_settings:
       callbacks: ["spear_gateway.callbacks.proxy_handler_instance", "prometheus"]
       request_timeout: <s>                     # a fleet that does not answer within it escalates
@@ -41,6 +40,8 @@ config.yaml:
       SPEAR_DEFAULT_MAX_TOKENS: "4096"         # set on a request that sets no output limit
     general_settings:
       master_key: os.environ/LITELLM_MASTER_KEY
+      enforce_fallback_model_access: false     # 1.108+: else a key scoped to coder never
+                                               # reaches the hatch (the hook guards frontier)
 
 The ledger's database: `SPEAR_BUDGET_DATABASE_URL`, else `DATABASE_URL` (the gateway's own
 PostgreSQL; a secret, in the unit's environment file, never in config.yaml). Its tables live in

@@ -1,34 +1,42 @@
 """spear-fleet's LiteLLM callbacks: the 429/5xx-only hatch and budgets that hold.
 
-Which mechanism, and why (read on litellm 1.91.1 and 1.108.7)
--------------------------------------------------------------
-LiteLLM's generic fallbacks (`router_settings.fallbacks: [{"coder": ["frontier"]}]`) fire on
-every error: `Router.async_function_with_fallbacks` (router.py 1.91.1 l.6193, 1.108.7 l.8251)
-catches any exception and `async_function_with_fallbacks_common_utils` (l.5936 / l.7968) hands
-it to `run_async_fallback` (router_utils/fallback_event_handlers.py l.85 / l.723) without
-looking at its status. No router setting restricts fallbacks by status on both versions (1.108.7
-adds `FallbackAccessCheck`/`FallbackBudgetCheck` hooks, types/router.py l.1186, which 1.91.1
-lacks). So the fallback stays LiteLLM's and this module decides, with three supported
-CustomLogger hooks, whether the fallback attempt may reach the hatch's deployment:
+Which mechanism, and why (read in the installed source of litellm 1.91.1 and 1.108.7, and
+run on both)
+-------------------------------------------------------------------------------------------
+LiteLLM's generic fallbacks fire on every error: `Router.async_function_with_fallbacks`
+(router.py 1.91.1 l.6193, 1.108.7 l.8251) catches any exception and
+`async_function_with_fallbacks_common_utils` (l.5936 / l.7968) hands it to `run_async_fallback`
+(router_utils/fallback_event_handlers.py 1.91.1 l.84, 1.108.7 l.723) without looking at its
+status. No setting restricts fallbacks by status on both versions (1.108.7's
+`FallbackAccessCheck`/`FallbackBudgetCheck`, types/router.py l.1186, do not exist in 1.91.1). So:
 
-1. `async_log_failure_event` records the fleet's failure for the request. LiteLLM awaits it
-   inline in the failed call's own path, before the router falls back (utils.py wrapper_async:
-   `await logging_obj.async_failure_handler(...)`, 1.91.1 l.1801, 1.108.7 l.2298; the
-   handler awaits each CustomLogger's async_log_failure_event, litellm_logging.py 1.91.1
-   l.2915, 1.108.7 l.4215).
-2. `async_filter_deployments` runs when the router picks the hatch's deployment for the
-   fallback attempt, before any call to it (router.py 1.91.1 l.7185, 1.108.7 l.9521; an
-   exception it raises propagates). For a client error it raises, and the frontier is never
-   called; `run_async_fallback` then fails, and `async_function_with_fallbacks_common_utils`
-   raises the ORIGINAL exception (its final `raise original_exception`, 1.91.1 l.6191, 1.108.7
-   l.8249): the developer gets the fleet's 400/401/404/422 unchanged. For 429, 5xx or no answer
-   it holds the escalation against the hatch's cap and counts it.
-3. `async_post_call_failure_hook` (proxy level, may return the exception the client sees;
-   custom_logger.py 1.91.1 l.396, 1.108.7 l.474) turns a hatch refused for its cap into HTTP 429
-   `hatch_budget_exhausted` instead of the fleet's error, and releases the request's hold.
-Rejected alternatives: `async_pre_call_deployment_hook` runs inside the deployment call, so a
-refusal there is logged as a failure OF the frontier deployment and can put it in cooldown; a
-`custom_provider_map` wrapper around the fleet would re-implement routing, retries and streaming.
+1. The hatch is this request's own fallback, set by `async_pre_call_hook` as LiteLLM's
+   per-request `fallbacks` (read by `kwargs.get("fallbacks", self.fallbacks)`, router.py 1.91.1
+   l.6201, 1.108.7 l.8282; a list of names takes the "non-standard format" path, l.6045 /
+   l.8095). config.yaml sets no fallbacks: without this hook there is no escalation at all.
+2. `async_log_failure_event` records the fleet's failure for the request. LiteLLM awaits it
+   inline in the failed call's own path, before the router falls back (utils.py wrapper_async
+   `await logging_obj.async_failure_handler(...)`, 1.91.1 l.1805, 1.108.7 l.2298, which awaits
+   each CustomLogger's async_log_failure_event, litellm_logging.py 1.91.1 l.2915, 1.108.7
+   l.4215).
+3. `async_filter_deployments` runs when the router picks the hatch's deployment for the
+   fallback attempt, before any call to it (router.py 1.91.1 l.7185, 1.108.7 l.9521; what it
+   raises propagates). After a client error it raises, and the frontier is never called:
+   `run_async_fallback` fails, and `async_function_with_fallbacks_common_utils` ends in
+   `raise original_exception` (1.91.1 l.6190, 1.108.7 l.8248), so the developer gets the fleet's
+   400/401/404/422 unchanged. After 429, 5xx or no answer it holds the escalation against the
+   hatch's cap, counts it, and lets the call go.
+4. `async_post_call_failure_hook` (proxy level; it may return the HTTPException the client
+   gets, custom_logger.py 1.91.1 l.396, 1.108.7 l.474) turns a hatch refused for its cap into
+   HTTP 429 `hatch_budget_exhausted` instead of the fleet's error, and releases the hold.
+Rejected: `router_settings.fallbacks` gated by the same filter (works, but a config without this
+hook would escalate every error); `async_pre_call_deployment_hook` (runs inside the deployment
+call: a refusal there is logged as a failure OF the frontier deployment and can put it in
+cooldown); a `custom_provider_map` wrapper around the fleet (re-implements routing, retries and
+streaming). On 1.108.7 the router also checks that the key could call the fallback target
+itself (proxy/auth/fallback_model_access.py, `enforce_fallback_model_access`, default true):
+developer keys are scoped to `coder` only, so the rendered config sets it to false, and this hook
+refuses `frontier` asked for directly (403 `hatch_not_direct`).
 
 Budgets: `async_pre_call_hook` (before routing) reserves the request's worst case against the
 key's max_budget (user_api_key_dict.max_budget / .spend / .budget_reset_at) in the shared ledger
@@ -221,6 +229,9 @@ class SpearGateway(CustomLogger):
                            f"the key's budget of ${budget} cannot hold it with its spend and its "
                            "requests in flight; lower max_tokens or wait for them to finish")
         self._in_flight[request_id] = InFlight(key, worst)
+        # The hatch as this request's own fallback (LiteLLM's per-request `fallbacks`): without
+        # this hook loaded there is no fallback at all, and config.yaml sets none.
+        data["fallbacks"] = [settings.hatch_model]
         targets = [data[n] for n in METADATA_FIELDS if isinstance(data.get(n), dict)]
         if not targets:
             data["metadata"] = {}
