@@ -279,20 +279,21 @@ class GatewayDatabase:
 
 
 @dataclass(frozen=True)
+class Pricing:
+    """What a fleet token costs a developer's budget (an internal charge: the fleet's GPUs are
+    paid either way, and budgets need a price to hold)."""
+    input_usd_per_token: float
+    output_usd_per_token: float
+
+
+@dataclass(frozen=True)
 class Hatch:
     """The frontier escape hatch: `frontier`, used only when the fleet answered 429/5xx."""
     model: str  # the provider's model id, e.g. claude-sonnet-4-5
     api_base: str  # the provider's API, without a trailing slash
     monthly_cap_usd: float  # hard: over it, escalations are refused
     alert_usd: float  # the spend alert, below the cap
-
-
-@dataclass(frozen=True)
-class Pricing:
-    """What a fleet token costs a developer's budget (an internal charge: the fleet's GPUs are
-    paid either way, and budgets need a price to hold)."""
-    input_usd_per_token: float
-    output_usd_per_token: float
+    pricing: Pricing  # what the provider charges: the cap is counted with it
 
 
 @dataclass(frozen=True)

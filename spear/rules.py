@@ -66,9 +66,8 @@ CODER_MODEL = "coder"
 FRONTIER_MODEL = "frontier"
 GATEWAY_MODELS = (CODER_MODEL, FRONTIER_MODEL)
 # The hook LiteLLM loads from config.yaml (hosts/gateway/spear_gateway) that classifies the
-# fleet's failure and escalates.
-HATCH_CALLBACK = "spear_gateway.litellm_hooks.proxy_handler"
-HATCH_STATUSES = ("429", "5xx", "timeout")
+# fleet's failure, escalates, and holds budgets.
+HATCH_CALLBACK = "spear_gateway.callbacks.proxy_handler_instance"
 
 
 def escalates(status: int | None) -> bool:

@@ -32,7 +32,7 @@ from components.hostops.systemd_unit import HealthCheck, SystemdUnit, SystemdUni
 from config.types import EXTERNAL_DATABASE, OFFLINE_ENGINE, Backend, Developer
 from config.types import Gateway as GatewayConfig
 from spear import harness, tokens
-from spear.rules import CODER_MODEL, GATEWAY_UNIT, SYSTEM_SLICE, tunnel_unit
+from spear.rules import CODER_MODEL, FRONTIER_MODEL, GATEWAY_UNIT, SYSTEM_SLICE, tunnel_unit
 
 
 class GatewayConfigFile(RemoteFile, module=tokens.DYNAMIC_MODULE, name=tokens.GATEWAY_CONFIG.name):
@@ -139,7 +139,11 @@ class Gateway(pulumi.ComponentResource):
             connection=connection,
             path=posixpath.join(runtime, "config", "config.yaml"),
             content=config_text,
+            # For policies and reviewers: what `coder` routes to and what the hatch may spend.
             facts={"upstreams": list(args.upstreams), "litellm_version": cfg.litellm_version,
+                   "hatch": {"from": CODER_MODEL, "to": FRONTIER_MODEL,
+                             "monthly_cap_usd": cfg.hatch.monthly_cap_usd,
+                             "alert_usd": cfg.hatch.alert_usd},
                    "binds": [{"host": cfg.ssh.address, "address": cfg.host, "port": cfg.port,
                               "what": "the LiteLLM gateway"}]},
         ), child)
@@ -150,7 +154,7 @@ class Gateway(pulumi.ComponentResource):
         hook_files = [GatewayHookFile(f"{name}-hook-{remote.replace('/', '-').replace('.py', '')}",
                                       RemoteFileArgs(
                                           connection=connection,
-                                          path=posixpath.join(runtime, "hooks", remote),
+                                          path=posixpath.join(runtime, "config", remote),
                                           content=local.read_text()), child)
                       for remote, local in HOOK_FILES.items()]
 

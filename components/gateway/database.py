@@ -55,8 +55,11 @@ fi
 if [ ! -d /etc/postgresql/{PG_VERSION}/{CLUSTER} ]; then
   pg_createcluster {PG_VERSION} {CLUSTER} --port {port} -- --auth-local=peer --auth-host=scram-sha-256 >/dev/null
 fi
-pg_conftool {PG_VERSION} {CLUSTER} set listen_addresses 127.0.0.1
-pg_conftool {PG_VERSION} {CLUSTER} set port {port}
+conf=/etc/postgresql/{PG_VERSION}/{CLUSTER}
+# Loopback only, on the stack's port (conf.d is read after postgresql.conf, so it wins).
+sed -i "/^listen_addresses *=/d; s/^port *=.*/port = {port}/" $conf/postgresql.conf
+mkdir -p $conf/conf.d
+printf "listen_addresses = '127.0.0.1'\\nport = {port}\\n" > $conf/conf.d/spear.conf
 systemctl enable --quiet postgresql@{PG_VERSION}-{CLUSTER}
 systemctl restart postgresql@{PG_VERSION}-{CLUSTER}
 for i in $(seq 60); do pg_isready -q -h 127.0.0.1 -p {port} && break; sleep 0.5; done

@@ -17,12 +17,12 @@ import yaml
 
 from config.types import EXTERNAL_DATABASE, OFFLINE_ENGINE, Gateway
 from spear.rules import (CODER_MODEL, FRONTIER_MODEL, HATCH_CALLBACK,
-                         HATCH_STATUSES, tunnel_unit)
+                         tunnel_unit)
 
 HOSTS_DIR = Path(__file__).resolve().parents[2] / "hosts" / "gateway"
 UNIT_TEMPLATE = HOSTS_DIR / "spear-gateway.service"
-# The hook package LiteLLM loads (PYTHONPATH=<runtime>/hooks), with the one rules module it
-# shares with the policy pack: host path under hooks/ -> file here.
+# The hook package LiteLLM loads from beside config.yaml (PYTHONPATH=<runtime>/config), with the
+# one rules module it shares with the policy pack: path under <runtime>/config -> file here.
 HOOK_FILES = {
     **{f"spear_gateway/{path.name}": path
        for path in sorted((HOSTS_DIR / "spear_gateway").glob("*.py"))},
@@ -52,8 +52,13 @@ class Route:
 
 
 def render_config(gateway: Gateway, routes: list[Route]) -> str:
-    """LiteLLM's config.yaml. `coder` is the only name developers see; `frontier` is the hatch,
-    reached only by escalation (see spear_gateway.hatch: 429/5xx only, never a client error)."""
+    """LiteLLM's config.yaml (the settings hosts/gateway/spear_gateway/__init__.py documents).
+
+    `coder` is the only name developers see; `frontier` is the hatch. LiteLLM falls back from
+    one to the other on any error; the hatch hook lets the fallback reach the frontier only when
+    the fleet answered 429/5xx or not at all, and holds it against the monthly cap.
+    """
+    price = gateway.pricing
     coder = [{
         "model_name": CODER_MODEL,
         "litellm_params": {
@@ -63,46 +68,49 @@ def render_config(gateway: Gateway, routes: list[Route]) -> str:
             else "none",
             # Codex speaks Responses: LiteLLM bridges it onto the fleet's chat completions.
             "use_chat_completions_api": True,
+            # Budgets are priced with these (a request's worst case is its max_tokens).
+            "input_cost_per_token": price.input_usd_per_token,
+            "output_cost_per_token": price.output_usd_per_token,
         },
-        "model_info": {"id": route.endpoint,
-                       "input_cost_per_token": gateway.pricing.input_usd_per_token,
-                       "output_cost_per_token": gateway.pricing.output_usd_per_token},
+        "model_info": {"id": route.endpoint},
     } for route in routes]
+    hatch = gateway.hatch
     frontier = {
         "model_name": FRONTIER_MODEL,
         "litellm_params": {
-            "model": f"anthropic/{gateway.hatch.model}",
-            "api_base": gateway.hatch.api_base,
+            "model": f"anthropic/{hatch.model}",
+            "api_base": hatch.api_base,
             "api_key": f"os.environ/{FRONTIER_KEY_ENV}",
+            # The hatch's cap is priced with these.
+            "input_cost_per_token": hatch.pricing.input_usd_per_token,
+            "output_cost_per_token": hatch.pricing.output_usd_per_token,
         },
     }
     config = {
         "model_list": [*coder, frontier],
-        "litellm_settings": {
+        "router_settings": {
+            # LiteLLM falls back on any error; spear_gateway's hook refuses client errors.
+            "fallbacks": [{CODER_MODEL: [FRONTIER_MODEL]}],
             "num_retries": gateway.num_retries,
-            "request_timeout": gateway.request_timeout,
-            # The hatch hook, then LiteLLM's own Prometheus metrics (/metrics).
+        },
+        "litellm_settings": {
+            # The hatch and budget hooks, then LiteLLM's own Prometheus metrics (/metrics).
             "callbacks": [HATCH_CALLBACK, "prometheus"],
+            # A fleet that does not answer within it escalates.
+            "request_timeout": gateway.request_timeout,
             # Claude Code's /v1/messages goes to the fleet's chat completions.
             "use_chat_completions_url_for_anthropic_messages": True,
             # From 1.108 LiteLLM answers 422 over budget; harnesses back off on 429.
             "budget_exceeded_status_code": 429,
         },
-        "router_settings": {
-            # The hatch hook decides escalation itself (429/5xx only); LiteLLM's generic
-            # fallbacks would also fire on 400/401/404/422.
-            "disable_cooldowns": True,
+        "environment_variables": {
+            "SPEAR_HATCH_MONTHLY_CAP_USD": str(hatch.monthly_cap_usd),
+            "SPEAR_FLEET_MODEL": CODER_MODEL,
+            "SPEAR_HATCH_MODEL": FRONTIER_MODEL,
         },
         "general_settings": {
             "master_key": f"os.environ/{MASTER_KEY_ENV}",
             "database_url": f"os.environ/{DATABASE_URL_ENV}",
-        },
-        "spear_hatch": {
-            "from": CODER_MODEL,
-            "to": FRONTIER_MODEL,
-            "statuses": list(HATCH_STATUSES),
-            "monthly_cap_usd": gateway.hatch.monthly_cap_usd,
-            "alert_usd": gateway.hatch.alert_usd,
         },
     }
     return ("# config.yaml: generated by spear-fleet (components/gateway/render.py) from stack"

@@ -143,8 +143,14 @@ class LlamaServerBuildProvider(HostProvider):
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
         folder = build_dir(props["runtime_dir"], props["build_key"])
+        current = f"{props['runtime_dir']}/current"
+        # Gone unless finished AND the one `current` points at (a host re-created from a fresh
+        # root filesystem keeps the cached build but not the link): `up` then re-creates it,
+        # reusing the finished build.
         with Session(props["connection"]) as host:
-            complete = host.run(f"test -f {shlex.quote(folder)}/.complete", check=False).code == 0
+            complete = host.run(f"test -f {shlex.quote(folder)}/.complete && [ \"$(readlink"
+                                f" {shlex.quote(current)})\" = {shlex.quote(folder)} ]",
+                                check=False).code == 0
         return ReadResult(id_=id_ if complete else None, outs=props if complete else {})
 
     def delete(self, _id: str, props: dict[str, Any]) -> None:

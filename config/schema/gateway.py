@@ -33,6 +33,8 @@ DEFAULT_DATABASE_PORT = 5432
 DEFAULT_HATCH_API = "https://api.anthropic.com"
 # USD per million tokens charged to a developer's budget for `coder` (input, output).
 DEFAULT_PRICE = {"input": 0.5, "output": 2.0}
+# The frontier provider's list price for a Sonnet-class model, USD per million tokens.
+DEFAULT_HATCH_PRICE = {"input": 3.0, "output": 15.0}
 
 _KEYS = ("name", "ssh", "runtimeDir", "listen", "litellm", "database", "coder", "hatch")
 _VERSION = re.compile(r"[0-9]+\.[0-9]+\.[0-9]+")
@@ -200,15 +202,16 @@ def _coder(check: Checker, value: Any, endpoint_names: Collection[str],
     retries = check.integer("gateway.coder.numRetries", get(coder, "numRetries"), 0, 10, default=2)
     timeout = check.integer("gateway.coder.requestTimeout", get(coder, "requestTimeout"), 1, 3600,
                             default=600)
-    return tuple(upstreams), retries, timeout, _pricing(check, get(coder, "pricePerMillionTokensUsd"))
+    return tuple(upstreams), retries, timeout, _pricing(
+        check, "gateway.coder.pricePerMillionTokensUsd", get(coder, "pricePerMillionTokensUsd"),
+        DEFAULT_PRICE)
 
 
-def _pricing(check: Checker, value: Any) -> Pricing | None:
-    key = "gateway.coder.pricePerMillionTokensUsd"
+def _pricing(check: Checker, key: str, value: Any, defaults: dict[str, float]) -> Pricing | None:
     price = check.obj(key, value, ("input", "output"), required=False)
     if price is None:
         return None
-    per_million = [_usd(check, f"{key}.{part}", get(price, part), DEFAULT_PRICE[part])
+    per_million = [_usd(check, f"{key}.{part}", get(price, part), defaults[part])
                    for part in ("input", "output")]
     if None in per_million:
         return None
@@ -216,7 +219,8 @@ def _pricing(check: Checker, value: Any) -> Pricing | None:
 
 
 def _hatch(check: Checker, value: Any) -> Hatch | None:
-    hatch = check.obj("gateway.hatch", value, ("model", "apiBase", "monthlyCapUsd", "alertUsd"))
+    hatch = check.obj("gateway.hatch", value, ("model", "apiBase", "monthlyCapUsd", "alertUsd",
+                                                "pricePerMillionTokensUsd"))
     if hatch is None:
         return None
     model = check.pattern("gateway.hatch.model", get(hatch, "model"), _MODEL,
@@ -231,9 +235,11 @@ def _hatch(check: Checker, value: Any) -> Hatch | None:
                    f"an amount below gateway.hatch.monthlyCapUsd ({cap}): the alert must fire"
                    " before the cap shuts the hatch")
         return None
-    if None in (model, api_base, cap, alert):
+    pricing = _pricing(check, "gateway.hatch.pricePerMillionTokensUsd",
+                       get(hatch, "pricePerMillionTokensUsd"), DEFAULT_HATCH_PRICE)
+    if None in (model, api_base, cap, alert, pricing):
         return None
-    return Hatch(model, api_base, cap, alert)
+    return Hatch(model, api_base, cap, alert, pricing)
 
 
 def _usd(check: Checker, key: str, value: Any, default: float | None = None) -> float | None:
