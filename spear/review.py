@@ -9,7 +9,8 @@ resources, so the changed keys are found by comparing the two), plus the policy 
 engine's event log (`pulumi preview --event-log FILE`; `--json` leaves them out). Every part is
 classified as exactly one of CLASSES; run the preview with `--show-sames` to have unchanged
 parts listed too. Secrets are never shown: the `connection` input (and the serialized
-provider) are skipped whatever their value.
+provider) are skipped whatever their value, and so are the gateway's master key and developer keys:
+a key change is named ("ana: budget 25 -> 40 USD / 30d (in place)"), its value never shown.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+import yaml
 
 from spear import tokens, vllm
 
@@ -47,8 +50,11 @@ KIND_CLASSES = {
     (tokens.REDS_TUNNEL_CHECK.type, CONFIG_ONLY): RECHECK,
 }
 
-# Never shown, whatever they hold (the SSH key, and the pickled provider that may embed config).
-HIDDEN_INPUTS = frozenset({"connection", "__provider"})
+# Never shown, whatever they hold (the SSH key, the pickled provider that may embed config, the
+# gateway's master key and a developer's virtual key).
+HIDDEN_INPUTS = frozenset({"connection", "__provider", "master_key", "key"})
+# Systemd units: named by their unit, restarted by their triggers.
+UNIT_KINDS = (tokens.SYSTEMD_UNIT.type, tokens.GATEWAY_SERVICE.type, tokens.GATEWAY_TUNNEL.type)
 UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"  # the engine's "known after the update"
 
 PART_NAMES = {
@@ -61,6 +67,15 @@ PART_NAMES = {
     tokens.POD_VLLM.type: "vLLM on the pod",
     tokens.ENDPOINT_VERIFICATION.type: "endpoint verification",
     tokens.REDS_TUNNEL_CHECK.type: "REDS tunnel check",
+    tokens.LITELLM_INSTALL.type: "LiteLLM install",
+    tokens.GATEWAY_DATABASE.type: "gateway PostgreSQL",
+    tokens.GATEWAY_MIGRATIONS.type: "gateway migrations",
+    tokens.GATEWAY_CONFIG.type: "gateway config.yaml",
+    tokens.GATEWAY_ENV.type: "gateway env file",
+    tokens.GATEWAY_HOOK_FILE.type: "gateway hook file",
+    tokens.TUNNEL_KEY.type: "tunnel key",
+    tokens.GATEWAY_SMOKE_TEST.type: "gateway smoke test",
+    tokens.GATEWAY_KEY.type: "developer key",
 }
 
 # What an in-place update of each kind does on the host.
@@ -74,9 +89,21 @@ UPDATE_MEANING = {
     tokens.SMOKE_TEST.type: "asks the server for SPEAR-BACKEND-OK again",
     tokens.ENDPOINT_VERIFICATION.type: "re-verifies the endpoint: model list, completion, tool call",
     tokens.REDS_TUNNEL_CHECK.type: "re-checks the tunnel: nothing is installed on a REDS host",
+    tokens.GATEWAY_CONFIG.type: "rewrites config.yaml; the proxy restarts, nothing is reinstalled",
+    tokens.GATEWAY_ENV.type: "rewrites the env file (secrets, not shown); the proxy restarts",
+    tokens.GATEWAY_MIGRATIONS.type: "applies only the LiteLLM migrations not yet recorded",
+    tokens.GATEWAY_KEY.type: "updated in place through /key/update: the developer keeps the key",
+    tokens.GATEWAY_SMOKE_TEST.type: "asks coder for SPEAR-BACKEND-OK through the gateway again",
 }
 # Kinds whose create or delete is not what OP_MEANING says of the others.
 KIND_MEANING = {
+    (tokens.LITELLM_INSTALL.type, REPLACE): "a new virtualenv with the pinned LiteLLM (the previous"
+                                            " one stays for a rollback); then the new migrations"
+                                            " and a restart",
+    (tokens.GATEWAY_KEY.type, CREATE): "a new virtual key (/key/generate)",
+    (tokens.GATEWAY_KEY.type, DELETE): "the key is deleted (/key/delete): its developer loses"
+                                       " access",
+    (tokens.GATEWAY_KEY.type, REPLACE): "a new virtual key: the old one is deleted",
     (tokens.REDS_TUNNEL_CHECK.type, CREATE): "opens the tunnel and checks that something answers:"
                                              " nothing is installed on a REDS host",
     (tokens.REDS_TUNNEL_CHECK.type, DELETE): "forgotten: nothing was installed on the REDS host,"
@@ -123,7 +150,7 @@ def _kind(step: Mapping[str, Any]) -> str:
 
 def _part_name(step: Mapping[str, Any]) -> str:
     kind = _kind(step)
-    if kind == tokens.SYSTEMD_UNIT.type:
+    if kind in UNIT_KINDS:
         return (_inputs(step, "newState") or _inputs(step, "oldState")).get("unit", "systemd unit")
     if kind == tokens.STACK:
         return "the stack"
@@ -170,7 +197,13 @@ def _details(kind: str, old: Mapping[str, Any], new: Mapping[str, Any]) -> list[
         return lines + [f"shard `{n}`: new {', '.join(_changed_keys(old_shards[n], s))}"
                         for n, s in new_shards.items()
                         if n in old_shards and _changed_keys(old_shards[n], s)]
-    if kind == tokens.SYSTEMD_UNIT.type:
+    if kind == tokens.GATEWAY_KEY.type:
+        return [key_change(old, new)]
+    if kind == tokens.GATEWAY_CONFIG.type:
+        return _config_yaml_details(old, new)
+    if kind == tokens.LITELLM_INSTALL.type and old.get("version") != new.get("version"):
+        return [f"LiteLLM {old.get('version')} -> {new.get('version')}"]
+    if kind in UNIT_KINDS:
         triggers = _changed_keys(old.get("restart_triggers") or {}, new.get("restart_triggers") or {})
         lines = [f"restarts: {', '.join(triggers)} changed"] if triggers else []
         return lines + [f"`{k}` changed" for k in _changed_keys(old, new) if k != "restart_triggers"]
@@ -184,6 +217,53 @@ def _details(kind: str, old: Mapping[str, Any], new: Mapping[str, Any]) -> list[
     if kind == tokens.SMOKE_TEST.type and _changed_keys(old.get("triggers") or {}, new.get("triggers") or {}):
         return ["runs again: what it checks restarts or is checked again"]
     return [f"`{k}` changed" for k in _changed_keys(old, new)]
+
+
+def _usd(value: Any) -> str:
+    return f"{value:g}" if isinstance(value, (int, float)) else _show(value)
+
+
+def key_change(old: Mapping[str, Any], new: Mapping[str, Any]) -> str:
+    """What an in-place update of a developer's key changes, for a reviewer; never the key."""
+    developer = new.get("developer") or old.get("developer")
+    changes = []
+    (old_max, old_window), (new_max, new_window) = (
+        (s.get("max_budget"), s.get("budget_duration")) for s in (old, new))
+    if old_window != new_window:
+        changes.append(f"budget {_usd(old_max)} USD / {old_window} -> {_usd(new_max)} USD /"
+                       f" {new_window} (the new window starts unspent)")
+    elif old_max != new_max:
+        changes.append(f"budget {_usd(old_max)} -> {_usd(new_max)} USD / {new_window}")
+    if old.get("models") != new.get("models"):
+        changes.append(f"models {', '.join(old.get('models') or [])} -> "
+                       f"{', '.join(new.get('models') or [])}")
+    changes += [f"{limit} {_usd(old.get(limit))} -> {_usd(new.get(limit))}"
+                for limit in ("tpm_limit", "rpm_limit", "max_parallel_requests")
+                if old.get(limit) != new.get(limit)]
+    if old.get("metadata") != new.get("metadata"):
+        changes.append("metadata changed")
+    if old.get("rotation") != new.get("rotation"):
+        changes.append(f"key rotated (the old one works for {new.get('rotation_grace')})")
+    return f"{developer}: {'; '.join(changes) or 'refreshed'} (in place)"
+
+
+def _flatten(value: Any, path: str = "") -> dict[str, Any]:
+    if isinstance(value, Mapping):
+        return {k: v for key, item in value.items()
+                for k, v in _flatten(item, f"{path}.{key}" if path else str(key)).items()}
+    if isinstance(value, list):
+        return {k: v for i, item in enumerate(value) for k, v in _flatten(item, f"{path}[{i}]").items()}
+    return {path: value}
+
+
+def _config_yaml_details(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
+    """The settings config.yaml changes (it holds no secret: credentials are os.environ/<NAME>)."""
+    if old.get("content") == new.get("content"):
+        return [f"`{k}` changed" for k in _changed_keys(old, new) if k != "content"]
+    if UNKNOWN in (old.get("content"), new.get("content")):
+        return ["config.yaml changed (known after the update)"]
+    before, after = (_flatten(yaml.safe_load(s.get("content") or "") or {}) for s in (old, new))
+    return _mapping_details(before, after) or ["config.yaml changed"]
 
 
 def _classify(op: str, kind: str) -> str:
@@ -240,7 +320,7 @@ def overall(all_parts: list[Part]) -> str:
     changes = {p.change for p in all_parts} - {NO_CHANGE}
     if not changes:
         return "no changes"
-    restart = any(p.change != NO_CHANGE and p.kind == tokens.SYSTEMD_UNIT.type for p in all_parts)
+    restart = any(p.change != NO_CHANGE and p.kind in UNIT_KINDS for p in all_parts)
     if changes <= {MODEL_REFETCH, CONFIG_ONLY, RECHECK}:
         return (("restart, no rebuild" if restart else "in place, no restart")
                 + (" (after a model re-fetch)" if MODEL_REFETCH in changes else ""))
@@ -278,6 +358,50 @@ def _policy_lines(policy_events: list[Mapping[str, Any]], names: Mapping[str, st
 
 
 # ---------------------------------------------------------------------------------------------
+# The gateway: what a reviewer needs in one line each
+
+
+def _endpoint(unit: Any) -> str:
+    return str(unit).removeprefix("spear-tunnel-").removesuffix(".service")
+
+
+def gateway_lines(preview: Mapping[str, Any]) -> list[str]:
+    """The gateway's upgrade, restarts, upstreams and keys, in the words of a reviewer."""
+    ops: dict[str, Mapping[str, Any]] = {}
+    for step in preview.get("steps") or []:
+        state = step.get("newState") or step.get("oldState") or {}
+        if state.get("custom") and (step["urn"] not in ops or ops[step["urn"]]["op"] == "same"):
+            ops[step["urn"]] = step
+    install, config, upstreams, keys = [], [], [], []
+    for step in ops.values():
+        kind, change = _kind(step), _classify(step["op"], _kind(step))
+        old, new = _inputs(step, "oldState"), _inputs(step, "newState")
+        if change == NO_CHANGE:
+            continue
+        if kind == tokens.LITELLM_INSTALL.type and change == REPLACE:
+            what = (f"LiteLLM {old.get('version')} -> {new.get('version')}"
+                    if old.get("version") != new.get("version")
+                    else "LiteLLM reinstalled (its install recipe changed)")
+            install.append(f"gateway: {what} (reinstall, migrate, restart)")
+        elif kind == tokens.GATEWAY_CONFIG.type and change == CONFIG_ONLY \
+                and old.get("content") != new.get("content"):
+            settings = [d.split("`")[1] for d in _config_yaml_details(old, new) if "`" in d]
+            config.append("gateway: config.yaml changed" + (f" ({', '.join(settings)})" if settings
+                                                             else "") + ": restart only")
+        elif kind == tokens.GATEWAY_TUNNEL.type and change in (CREATE, DELETE):
+            unit = (new or old).get("unit")
+            upstreams.append(f"gateway: new upstream {_endpoint(unit)} ({unit}; the proxy restarts)"
+                             if change == CREATE else
+                             f"gateway: upstream {_endpoint(unit)} removed ({unit} stops)")
+        elif kind == tokens.GATEWAY_KEY.type:
+            developer = (new or old).get("developer")
+            keys.append({CREATE: f"{developer}: new key", DELETE: f"{developer}: key revoked",
+                         REPLACE: f"{developer}: new key (the old one is deleted)"}.get(
+                             change) or key_change(old, new))
+    return install + config + upstreams + sorted(keys)
+
+
+# ---------------------------------------------------------------------------------------------
 # The summary
 
 
@@ -298,6 +422,9 @@ def summarize(preview: Mapping[str, Any], policy_events: list[Mapping[str, Any]]
         lines += [f"  - {d}" for d in p.details]
     if unchanged:
         lines.append(f"- No change: {', '.join(unchanged)}.")
+    gateway = gateway_lines(preview)
+    if gateway:
+        lines += ["", "#### Gateway", "", *(f"- {line}" for line in gateway)]
     lines += ["", "#### Policies", ""]
     if policy_events is None:
         lines.append("Not run (no event log given).")

@@ -1,11 +1,11 @@
-"""The fleet falls back to nothing but the hatch, and only through the hatch hook.
+"""The fleet falls back to nothing but the hatch, and only with the hatch hook to gate it.
 
-LiteLLM's own fallbacks (router_settings or litellm_settings: `fallbacks`, `default_fallbacks`,
-`context_window_fallbacks`, `content_policy_fallbacks`) also fire on 400, 401, 404 and 422
-(measured), so even a fallback to `frontier` there would escalate a malformed request and burn
-the hatch's budget on every retry. The one way to `frontier` is the hatch hook
-(spear/rules.py::HATCH_CALLBACK), configured by config.yaml's `spear_hatch` from `coder` to
-`frontier` on 429, 5xx and timeouts only.
+LiteLLM's fallbacks fire on any error, 400, 401, 404 and 422 included (measured). config.yaml
+therefore has one fallback, `coder` -> `frontier` (router_settings.fallbacks), and loads the
+hatch hook (spear/rules.py::HATCH_CALLBACK), which lets the fallback reach the frontier only when
+the fleet answered 429 or 5xx or did not answer, and holds it against the monthly cap. Any other
+fallback (to another model, from another model, a default, context-window or content-policy
+fallback) would bypass it; the GatewayConfig's `hatch` fact says the same route.
 """
 
 from __future__ import annotations
@@ -15,42 +15,50 @@ from pulumi_policy import (EnforcementLevel, ReportViolation, ResourceValidation
 
 from policies.common import for_type, gateway_config
 from spear import tokens
-from spear.rules import CODER_MODEL, FRONTIER_MODEL, HATCH_CALLBACK, HATCH_STATUSES
+from spear.rules import CODER_MODEL, FRONTIER_MODEL, HATCH_CALLBACK
 
 SEED = ("seed 001 step 5 (the frontier hatch is for 429 and 5xx only: a client error that"
         " escalated would burn frontier budget on every retry)")
-FALLBACK_SETTINGS = ("fallbacks", "default_fallbacks", "context_window_fallbacks",
-                     "content_policy_fallbacks")
-FIX = (" Fix: remove LiteLLM fallbacks from config.yaml and let spear-fleet render it: the hatch"
-       f" hook escalates {CODER_MODEL} to {FRONTIER_MODEL} on {', '.join(HATCH_STATUSES)} only.")
+HATCH_FALLBACK = {CODER_MODEL: [FRONTIER_MODEL]}
+# LiteLLM's other fallback settings: each would escalate without the coder -> frontier gate.
+OTHER_FALLBACKS = ("default_fallbacks", "context_window_fallbacks", "content_policy_fallbacks")
+FIX = (f" Fix: let spear-fleet render config.yaml: one fallback, {CODER_MODEL} -> {FRONTIER_MODEL},"
+       f" gated by {HATCH_CALLBACK}.")
+
+
+def _fallbacks(settings: dict) -> list:
+    value = settings.get("fallbacks") or []
+    return value if isinstance(value, list) else [value]
 
 
 @for_type(tokens.GATEWAY_CONFIG)
 def fallbacks_only_to_hatch(args: ResourceValidationArgs, report: ReportViolation) -> None:
     config = gateway_config(args.props["content"])
-    for section in ("router_settings", "litellm_settings"):
-        settings = config.get(section) or {}
-        for name in FALLBACK_SETTINGS:
-            if settings.get(name):
-                report(f"{SEED}: config.yaml sets {section}.{name} ({settings[name]!r}); LiteLLM's"
-                       " fallbacks fire on 400, 401, 404 and 422 too, whatever they go to." + FIX)
-    hatch = config.get("spear_hatch") or {}
-    route = (hatch.get("from"), hatch.get("to"))
-    if route != (CODER_MODEL, FRONTIER_MODEL):
-        report(f"{SEED}: config.yaml's spear_hatch goes from {route[0]!r} to {route[1]!r}, not"
+    router, litellm = config.get("router_settings") or {}, config.get("litellm_settings") or {}
+    others = [f"{section}.fallbacks: {entry!r}"
+              for section, settings in (("router_settings", router), ("litellm_settings", litellm))
+              for entry in _fallbacks(settings) if entry != HATCH_FALLBACK]
+    others += [f"{section}.{name}" for section, settings in (("router_settings", router),
+                                                             ("litellm_settings", litellm))
+               for name in OTHER_FALLBACKS if settings.get(name)]
+    if others:
+        report(f"{SEED}: config.yaml falls back elsewhere than {CODER_MODEL} -> {FRONTIER_MODEL}"
+               f" ({'; '.join(others)}); LiteLLM's fallbacks fire on 400, 401, 404 and 422 too."
+               + FIX)
+    if HATCH_FALLBACK in _fallbacks(router) and HATCH_CALLBACK not in (litellm.get("callbacks")
+                                                                       or []):
+        report(f"{SEED}: config.yaml falls back from {CODER_MODEL} to {FRONTIER_MODEL} without"
+               f" {HATCH_CALLBACK} in litellm_settings.callbacks, so every client error would"
+               " escalate." + FIX)
+    hatch = args.props["hatch"]
+    if (hatch["from"], hatch["to"]) != (CODER_MODEL, FRONTIER_MODEL):
+        report(f"{SEED}: the gateway's hatch goes from {hatch['from']!r} to {hatch['to']!r}, not"
                f" from {CODER_MODEL} to {FRONTIER_MODEL}." + FIX)
-    if sorted(map(str, hatch.get("statuses") or [])) != sorted(HATCH_STATUSES):
-        report(f"{SEED}: config.yaml's spear_hatch escalates on {hatch.get('statuses')!r}, not on"
-               f" {', '.join(HATCH_STATUSES)} only." + FIX)
-    callbacks = (config.get("litellm_settings") or {}).get("callbacks") or []
-    if HATCH_CALLBACK not in callbacks:
-        report(f"{SEED}: config.yaml's litellm_settings.callbacks lack {HATCH_CALLBACK}, so nothing"
-               " classifies the fleet's failures." + FIX)
 
 
 POLICY = ResourceValidationPolicy(
     name="fallbacks-only-to-hatch",
-    description="No LiteLLM fallbacks; the hatch hook alone escalates coder to frontier.",
+    description="The only fallback is coder -> frontier, gated by the hatch hook.",
     validate=fallbacks_only_to_hatch,
     enforcement_level=EnforcementLevel.MANDATORY,
 )

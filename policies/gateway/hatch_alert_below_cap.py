@@ -1,12 +1,12 @@
-"""The hatch's spend alert fires before its cap shuts it: config.yaml's spear_hatch has
-0 < alert_usd < monthly_cap_usd."""
+"""The hatch's spend alert fires before its cap shuts it: the GatewayConfig's `hatch` fact (what
+config.yaml's hatch hook is given) has 0 < alert_usd < monthly_cap_usd."""
 
 from __future__ import annotations
 
 from pulumi_policy import (EnforcementLevel, ReportViolation, ResourceValidationArgs,
                            ResourceValidationPolicy)
 
-from policies.common import for_type, gateway_config
+from policies.common import for_type
 from spear import tokens
 
 SEED = ('seed 001 step 5 and "Budget hygiene" (the hatch has a hard monthly cap, and someone'
@@ -19,11 +19,11 @@ def _usd(value: object) -> float | None:
 
 @for_type(tokens.GATEWAY_CONFIG)
 def hatch_alert_below_cap(args: ResourceValidationArgs, report: ReportViolation) -> None:
-    hatch = gateway_config(args.props["content"]).get("spear_hatch") or {}
-    cap, alert = _usd(hatch.get("monthly_cap_usd")), _usd(hatch.get("alert_usd"))
+    hatch = args.props["hatch"]
+    cap, alert = _usd(hatch["monthly_cap_usd"]), _usd(hatch["alert_usd"])
     if cap is None or alert is None or not 0 < alert < cap:
-        report(f"{SEED}: config.yaml's spear_hatch has alert_usd {hatch.get('alert_usd')!r} and"
-               f" monthly_cap_usd {hatch.get('monthly_cap_usd')!r}; the alert must be above 0 and"
+        report(f"{SEED}: the gateway's hatch has alert_usd {hatch['alert_usd']!r} and"
+               f" monthly_cap_usd {hatch['monthly_cap_usd']!r}; the alert must be above 0 and"
                " below the cap. Fix: set gateway.hatch.alertUsd below gateway.hatch.monthlyCapUsd.")
 
 

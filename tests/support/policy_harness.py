@@ -131,6 +131,7 @@ _PROD.update({
         "mode": 420.0,
         "upstreams": ["reds"],
         "litellm_version": "1.91.1",
+        "hatch": {"from": "coder", "to": "frontier", "monthly_cap_usd": 200.0, "alert_usd": 150.0},
         "binds": [{"host": "gateway.internal:22", "address": "127.0.0.1", "port": 4000.0,
                    "what": "the LiteLLM gateway"}],
     },

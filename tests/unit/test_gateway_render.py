@@ -14,8 +14,7 @@ from components.gateway.render import (DATABASE_URL_ENV, FRONTIER_KEY_ENV, MASTE
                                        upstream_key_env)
 from config.schema import parse
 from config.types import EXTERNAL_DATABASE, OFFLINE_ENGINE, GatewayDatabase
-from spear.rules import (CODER_MODEL, FRONTIER_MODEL, GATEWAY_UNIT, HATCH_CALLBACK,
-                         HATCH_STATUSES, SYSTEM_SLICE)
+from spear.rules import CODER_MODEL, FRONTIER_MODEL, GATEWAY_UNIT, HATCH_CALLBACK, SYSTEM_SLICE
 from tests.support.config_cases import FRONTIER_KEY, MASTER_KEY, gateway_raw
 
 MODEL = "/opt/spear/models/gguf/Qwen3-Coder-Next-Q8_0-00001-of-00004.gguf"
@@ -40,14 +39,19 @@ def test_coder_routes_each_upstream_through_its_tunnel_port():
     assert [m["litellm_params"]["api_key"] for m in coder] == [
         "none", f"os.environ/{upstream_key_env('gpu')}"]
     assert upstream_key_env("gpu-b") == "SPEAR_UPSTREAM_KEY_GPU_B"
-    assert coder[0]["model_info"]["input_cost_per_token"] == pytest.approx(0.5e-6)
+    # Budgets are priced with these.
+    assert coder[0]["litellm_params"]["input_cost_per_token"] == pytest.approx(0.5e-6)
+    assert coder[0]["litellm_params"]["output_cost_per_token"] == pytest.approx(2.0e-6)
 
 
 def test_frontier_is_the_hatch_provider_with_its_key_from_the_environment():
     [frontier] = models(rendered(), FRONTIER_MODEL)
     assert frontier["litellm_params"] == {"model": "anthropic/claude-sonnet-4-5",
                                           "api_base": "https://api.anthropic.com",
-                                          "api_key": f"os.environ/{FRONTIER_KEY_ENV}"}
+                                          "api_key": f"os.environ/{FRONTIER_KEY_ENV}",
+                                          # the hatch's cap is counted at the provider's price
+                                          "input_cost_per_token": pytest.approx(3.0e-6),
+                                          "output_cost_per_token": pytest.approx(15.0e-6)}
     assert [m["model_name"] for m in rendered()["model_list"]] == [CODER_MODEL, CODER_MODEL,
                                                                    FRONTIER_MODEL]
 
@@ -67,18 +71,19 @@ def test_budget_exceeded_answers_429_and_responses_are_bridged():
     assert all(m["litellm_params"]["use_chat_completions_api"] is True
                for m in models(config, CODER_MODEL))
     assert config["litellm_settings"]["use_chat_completions_url_for_anthropic_messages"] is True
-    assert (config["litellm_settings"]["num_retries"],
+    assert (config["router_settings"]["num_retries"],
             config["litellm_settings"]["request_timeout"]) == (2, 600)
 
 
-def test_the_hatch_is_the_hook_and_no_litellm_fallback():
+def test_the_only_fallback_is_coder_to_frontier_gated_by_the_hook():
     config = rendered()
+    # LiteLLM falls back on any error; the hook lets only 429/5xx/no answer through.
+    assert config["router_settings"]["fallbacks"] == [{CODER_MODEL: [FRONTIER_MODEL]}]
     assert config["litellm_settings"]["callbacks"] == [HATCH_CALLBACK, "prometheus"]
-    for section in ("router_settings", "litellm_settings"):
-        assert not any("fallbacks" in key for key in config[section])
-    assert config["spear_hatch"] == {"from": CODER_MODEL, "to": FRONTIER_MODEL,
-                                     "statuses": list(HATCH_STATUSES),
-                                     "monthly_cap_usd": 200.0, "alert_usd": 150.0}
+    assert not any("fallbacks" in key for key in config["litellm_settings"])
+    assert config["environment_variables"] == {"SPEAR_HATCH_MONTHLY_CAP_USD": "200.0",
+                                               "SPEAR_FLEET_MODEL": CODER_MODEL,
+                                               "SPEAR_HATCH_MODEL": FRONTIER_MODEL}
 
 
 def test_a_config_change_changes_the_text_and_nothing_else_does():
@@ -109,7 +114,8 @@ def test_the_unit_runs_the_pinned_venv_on_config_yaml_after_its_tunnels_and_data
     assert ("After=network-online.target spear-tunnel-reds.service postgresql@15-spear.service"
             in unit)
     assert "EnvironmentFile=/opt/spear-gateway/config/gateway.env" in unit
-    assert "Environment=PYTHONPATH=/opt/spear-gateway/hooks" in unit
+    # The hook package beside config.yaml is importable.
+    assert "Environment=PYTHONPATH=/opt/spear-gateway/config" in unit
     # The native engine needs no environment of its own; the offline one is named.
     assert "PRISMA_QUERY_ENGINE_BINARY" not in unit
     assert "${" not in unit and GATEWAY_UNIT.removesuffix(".service") in unit

@@ -288,3 +288,117 @@ def test_a_rotated_api_key_is_named_but_its_value_never_shown():
                                 {**pod(), "api_key": "rpa_NEW_SECRET"}))
     for text in (pod_text, rotated):
         assert "SECRET" not in text
+
+
+# ---------------------------------------------------------------------------------------------
+# The gateway: an upgrade, a config-only restart, a new upstream and the developers' keys, each
+# step made of its provider's own diff; the master key and the virtual keys are in every state
+# (as `--show-secrets` gives them) and never in the summary.
+
+import dataclasses  # noqa: E402 (this section's own)
+
+from components.gateway.install import LitellmInstallProvider  # noqa: E402
+from components.gateway.keys import GatewayKeyProvider  # noqa: E402
+from components.gateway.render import Route, render_config  # noqa: E402
+from components.hostops.remote_file import RemoteFileProvider  # noqa: E402
+from components.hostops.systemd_unit import SystemdUnitProvider  # noqa: E402
+from config.schema import parse  # noqa: E402
+from tests.support.config_cases import gateway_raw  # noqa: E402
+
+PART_TYPES.update({"-litellm": tokens.LITELLM_INSTALL, "-migrations": tokens.GATEWAY_MIGRATIONS,
+                   "-config": tokens.GATEWAY_CONFIG, "-service": tokens.GATEWAY_SERVICE,
+                   "-tunnel-gpu": tokens.GATEWAY_TUNNEL, "-key-ana": tokens.GATEWAY_KEY,
+                   "-key-bob": tokens.GATEWAY_KEY, "-key-cyn": tokens.GATEWAY_KEY})
+GATEWAY = parse(gateway_raw()).gateway
+ROUTES = [Route("reds", 8082, "/opt/spear/models/gguf/q.gguf", False)]
+MASTER = "sk-master-SECRET-m"
+
+
+def install(version: str) -> dict[str, Any]:
+    return {"version": version, "install_key": f"k-{version}", "venv": "/opt/spear-gateway/venv"}
+
+
+def service(**triggers: str) -> dict[str, Any]:
+    return {"unit": "spear-gateway.service",
+            "restart_triggers": {"install_key": "k-1.91.1", "config": "c1", "env": "e1",
+                                 "hooks": "h1", **triggers}}
+
+
+def config_file(gateway=GATEWAY) -> dict[str, Any]:
+    return {"path": "/opt/spear-gateway/config/config.yaml", "content": render_config(gateway, ROUTES),
+            "upstreams": ["reds"]}
+
+
+def dev_key(developer: str, **changes: Any) -> dict[str, Any]:
+    return {"developer": developer, "key_alias": developer, "models": ["coder"], "max_budget": 25.0,
+            "budget_duration": "30d", "tpm_limit": None, "rpm_limit": None,
+            "max_parallel_requests": None, "metadata": {"developer": developer}, "rotation": 0,
+            "rotation_grace": "24h", "database": "db1", "master_key": MASTER,
+            "key": f"sk-{developer}-SECRET-v", **changes}
+
+
+def gateway_summary(*steps: dict[str, Any]) -> str:
+    text = summary_of(*steps)
+    assert "SECRET" not in text
+    return text
+
+
+def test_a_litellm_upgrade_reads_as_reinstall_migrate_and_restart():
+    text = gateway_summary(
+        diffed(LitellmInstallProvider(), "gateway-litellm", install("1.91.1"), install("1.108.7")),
+        step("update", "gateway-migrations", {"install_key": "k-1.91.1"},
+             {"install_key": "k-1.108.7"}),
+        diffed(SystemdUnitProvider(), "gateway-service", service(),
+               service(install_key="k-1.108.7")))
+    assert text.startswith("### `prod`: replace and restart\n")
+    assert "- **LiteLLM install** (`gateway-litellm`): **replace**: a new virtualenv" in text
+    assert "  - LiteLLM 1.91.1 -> 1.108.7\n" in text
+    assert ("- **gateway migrations** (`gateway-migrations`): **config only (restart)**: applies"
+            " only the LiteLLM migrations not yet recorded.") in text
+    assert "  - restarts: install_key changed\n" in text
+    assert "#### Gateway\n\n- gateway: LiteLLM 1.91.1 -> 1.108.7 (reinstall, migrate, restart)\n" in text
+
+
+def test_a_config_only_change_reads_as_a_restart_naming_the_setting():
+    retried = config_file(dataclasses.replace(GATEWAY, num_retries=3))
+    text = gateway_summary(
+        diffed(RemoteFileProvider(), "gateway-config", config_file(), retried),
+        diffed(SystemdUnitProvider(), "gateway-service", service(), service(config="c2")))
+    assert text.startswith("### `prod`: restart, no rebuild\n")
+    assert ("- **gateway config.yaml** (`gateway-config`): **config only (restart)**: rewrites"
+            " config.yaml; the proxy restarts, nothing is reinstalled.") in text
+    assert "  - `router_settings.num_retries`: `2` → `3`\n" in text
+    assert "- gateway: config.yaml changed (router_settings.num_retries): restart only\n" in text
+    assert "LiteLLM" not in text.split("#### Gateway")[1]
+
+
+def test_a_new_upstream_is_named_by_its_tunnel():
+    tunnel = {"unit": "spear-tunnel-gpu.service", "health": {"port": 8081}}
+    text = gateway_summary(step("create", "gateway-tunnel-gpu", None, tunnel),
+                           diffed(SystemdUnitProvider(), "gateway-service", service(),
+                                  service(config="c2")))
+    assert "- gateway: new upstream gpu (spear-tunnel-gpu.service; the proxy restarts)\n" in text
+    text = gateway_summary(step("delete", "gateway-tunnel-gpu", tunnel, None))
+    assert "- gateway: upstream gpu removed (spear-tunnel-gpu.service stops)\n" in text
+
+
+def test_key_changes_read_as_a_budget_in_place_a_new_key_and_a_revoked_one():
+    text = gateway_summary(
+        diffed(GatewayKeyProvider(), "gateway-key-ana", dev_key("ana"), dev_key("ana", max_budget=40.0)),
+        step("create", "gateway-key-bob", None, dev_key("bob", key=None)),
+        step("delete", "gateway-key-cyn", dev_key("cyn"), None))
+    gateway = text.split("#### Gateway\n\n")[1].split("\n\n")[0]
+    assert gateway.splitlines() == ["- ana: budget 25 -> 40 USD / 30d (in place)",
+                                    "- bob: new key", "- cyn: key revoked"]
+    assert ("- **developer key** (`gateway-key-cyn`): **delete**: the key is deleted (/key/delete):"
+            " its developer loses access.") in text
+    assert ("- **developer key** (`gateway-key-ana`): **config only (restart)**: updated in place"
+            " through /key/update: the developer keeps the key.") in text
+
+
+def test_a_new_budget_window_and_a_rotation_are_named_and_the_key_never_shown():
+    text = gateway_summary(diffed(GatewayKeyProvider(), "gateway-key-ana", dev_key("ana"),
+                                  dev_key("ana", budget_duration="1mo", rotation=1,
+                                          key="sk-ana-SECRET-rotated")))
+    assert ("- ana: budget 25 USD / 30d -> 25 USD / 1mo (the new window starts unspent); key"
+            " rotated (the old one works for 24h) (in place)\n") in text

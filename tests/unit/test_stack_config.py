@@ -19,7 +19,8 @@ from config.types import ArchiveSource, GitSource, InlineKey, KeyFile
 from localhosts import llama_source
 from tests.support.config_cases import (DELETE, allowed_for, changed, problem_line,
                                         run_program)
-from tests.support.stack_files import DUMMY_KEY, PROD_HOST, engine_config, prod_raw, stack_raw
+from tests.support.stack_files import (DUMMY_KEY, PROD_HOST, encrypted_keys, engine_config, prod_raw,
+                                       stack_raw)
 
 HOST = PROD_HOST
 
@@ -364,7 +365,7 @@ def test_load_wraps_a_key_file_as_secret(mocks, tmp_path):
     key_file.write_text(DUMMY_KEY)
     raw = changed(stack_raw("local"), ("inferenceHosts", "local", "ssh", "privateKeyPath"),
                   str(key_file))
-    pulumi.runtime.set_all_config(engine_config(raw), [])
+    pulumi.runtime.set_all_config(engine_config(raw), encrypted_keys("local"))
     seen = {}
 
     @pulumi.runtime.test
@@ -389,7 +390,7 @@ def test_load_wraps_a_key_file_as_secret(mocks, tmp_path):
     ({**engine_config(prod_raw()), "spear-fleet:gatewayKey": "x"}, SECRET, "gatewayKey"),
     (engine_config(prod_raw()), [], "sshPrivateKeys"),  # set without --secret
     (engine_config(changed(stack_raw("local"), ("inferenceHosts", "local", "ssh", "privateKeyPath"),
-                           "/nonexistent/id_ed25519")), [],
+                           "/nonexistent/id_ed25519")), encrypted_keys("local"),
      "inferenceHosts.local.ssh.privateKeyPath"),
 ], ids=["ctx-not-int", "ctx-missing", "commit-branch", "object-not-json", "unknown-top-key",
         "keys-not-secret", "key-file-missing"])

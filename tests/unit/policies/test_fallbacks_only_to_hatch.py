@@ -15,41 +15,39 @@ def edited(change):
     return props
 
 
-def test_the_rendered_config_with_only_the_hatch_hook_passes():
+def test_the_rendered_fallback_to_frontier_gated_by_the_hook_passes():
     assert check_resource(POLICY, tokens.GATEWAY_CONFIG, prod(tokens.GATEWAY_CONFIG)) == []
 
 
-def test_a_litellm_fallback_even_to_frontier_is_a_violation():
-    props = edited(lambda c: c["router_settings"].update(fallbacks=[{"coder": ["frontier"]}]))
+def test_a_fallback_to_another_model_is_a_violation():
+    props = edited(lambda c: c["router_settings"].update(
+        fallbacks=[{"coder": ["frontier"]}, {"coder": ["gpt-5"]}]))
     [message] = check_resource(POLICY, tokens.GATEWAY_CONFIG, props)
     assert message.startswith(SEED)
-    assert "config.yaml sets router_settings.fallbacks" in message
-    assert "fire on 400, 401, 404 and 422 too" in message
-    assert "Fix: remove LiteLLM fallbacks" in message
+    assert ("config.yaml falls back elsewhere than coder -> frontier"
+            " (router_settings.fallbacks: {'coder': ['gpt-5']})") in message
+    assert "Fix: let spear-fleet render config.yaml" in message
 
 
-def test_a_default_fallback_in_litellm_settings_is_a_violation():
-    props = edited(lambda c: c["litellm_settings"].update(default_fallbacks=["other"]))
+def test_a_default_fallback_is_a_violation():
+    props = edited(lambda c: c["litellm_settings"].update(default_fallbacks=["frontier"]))
     [message] = check_resource(POLICY, tokens.GATEWAY_CONFIG, props)
-    assert "litellm_settings.default_fallbacks" in message
+    assert "(litellm_settings.default_fallbacks)" in message
+
+
+def test_the_fallback_without_the_hatch_hook_is_a_violation():
+    props = edited(lambda c: c["litellm_settings"].update(callbacks=["prometheus"]))
+    [message] = check_resource(POLICY, tokens.GATEWAY_CONFIG, props)
+    assert ("falls back from coder to frontier without"
+            " spear_gateway.callbacks.proxy_handler_instance") in message
+    assert "every client error would escalate" in message
 
 
 def test_a_hatch_to_another_model_is_a_violation():
-    props = edited(lambda c: c["spear_hatch"].update(to="coder-big"))
+    props = prod(tokens.GATEWAY_CONFIG)
+    props["hatch"]["to"] = "coder-big"
     [message] = check_resource(POLICY, tokens.GATEWAY_CONFIG, props)
-    assert "spear_hatch goes from 'coder' to 'coder-big', not from coder to frontier" in message
-
-
-def test_a_hatch_on_client_errors_is_a_violation():
-    props = edited(lambda c: c["spear_hatch"].update(statuses=["4xx", "5xx"]))
-    [message] = check_resource(POLICY, tokens.GATEWAY_CONFIG, props)
-    assert "escalates on ['4xx', '5xx'], not on 429, 5xx, timeout only" in message
-
-
-def test_a_config_without_the_hatch_hook_is_a_violation():
-    props = edited(lambda c: c["litellm_settings"].update(callbacks=["prometheus"]))
-    [message] = check_resource(POLICY, tokens.GATEWAY_CONFIG, props)
-    assert "lack spear_gateway.litellm_hooks.proxy_handler" in message
+    assert "the gateway's hatch goes from 'coder' to 'coder-big', not from coder to frontier" in message
 
 
 def test_an_unknown_config_cannot_pass():

@@ -1,5 +1,3 @@
-import yaml
-
 from policies.gateway.hatch_alert_below_cap import POLICY
 from spear import tokens
 from tests.support.policy_harness import UNKNOWN, check_resource, prod
@@ -7,9 +5,7 @@ from tests.support.policy_harness import UNKNOWN, check_resource, prod
 
 def hatch(**changes):
     props = prod(tokens.GATEWAY_CONFIG)
-    config = yaml.safe_load(props["content"])
-    config["spear_hatch"].update(changes)
-    props["content"] = yaml.safe_dump(config)
+    props["hatch"].update(changes)
     return props
 
 
@@ -26,15 +22,9 @@ def test_an_alert_at_the_cap_is_a_violation():
 
 
 def test_a_missing_alert_is_a_violation():
-    props = prod(tokens.GATEWAY_CONFIG)
-    config = yaml.safe_load(props["content"])
-    del config["spear_hatch"]["alert_usd"]
-    props["content"] = yaml.safe_dump(config)
-    assert len(check_resource(POLICY, tokens.GATEWAY_CONFIG, props)) == 1
+    assert len(check_resource(POLICY, tokens.GATEWAY_CONFIG, hatch(alert_usd=None))) == 1
 
 
-def test_an_unknown_config_cannot_pass():
-    props = prod(tokens.GATEWAY_CONFIG)
-    props["content"] = UNKNOWN
-    [message] = check_resource(POLICY, tokens.GATEWAY_CONFIG, props)
-    assert "content can't be known during preview" in message
+def test_an_unknown_cap_cannot_pass():
+    [message] = check_resource(POLICY, tokens.GATEWAY_CONFIG, hatch(monthly_cap_usd=UNKNOWN))
+    assert "hatch.monthly_cap_usd can't be known during preview" in message
