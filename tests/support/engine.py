@@ -184,10 +184,14 @@ def repo_stack(workdir: Path, stack: str) -> Project:
     stack_file = REPO / "stacks" / f"Pulumi.{stack}.yaml"
     shutil.copy(stack_file, project.dir / "stacks")
     project.pulumi("stack", "init", stack)
-    hosts = yaml.safe_load(stack_file.read_text())["config"]["spear-fleet:inferenceHosts"]
-    for name, host in hosts.items():
+    config = yaml.safe_load(stack_file.read_text())["config"]
+    hosts = {f"inferenceHosts.{name}": host
+             for name, host in config["spear-fleet:inferenceHosts"].items()}
+    if "spear-fleet:gateway" in config:
+        hosts["gateway"] = config["spear-fleet:gateway"]
+    for owner, host in hosts.items():
         if "privateKeyPath" in host.get("ssh", {}):
-            key = workdir / f"id_ed25519_{name}"
+            key = workdir / f"id_ed25519_{owner.rsplit('.', 1)[-1]}"
             subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
-            project.set_config(stack, f"inferenceHosts.{name}.ssh.privateKeyPath", str(key))
+            project.set_config(stack, f"{owner}.ssh.privateKeyPath", str(key))
     return project
