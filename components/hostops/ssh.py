@@ -9,6 +9,7 @@ would apply it (`resolve_connection`).
 from __future__ import annotations
 
 import io
+import logging
 import os
 import shlex
 import socket
@@ -20,6 +21,10 @@ from typing import Any
 import paramiko
 
 _KEY_TYPES = (paramiko.Ed25519Key, paramiko.ECDSAKey, paramiko.RSAKey)
+# paramiko logs every refused channel as an error ("Secsh channel 4 open FAILED"), once a second
+# while a health check waits for a server to start: `http` turns a refusal into NoAnswer, which
+# says it once, where it matters.
+logging.getLogger("paramiko.transport").setLevel(logging.CRITICAL)
 # Another ssh_config file than ~/.ssh/config (the provider process inherits it from `pulumi`).
 SSH_CONFIG_ENV = "SPEAR_SSH_CONFIG"
 DEFAULT_PORT = 22

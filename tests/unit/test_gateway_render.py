@@ -62,7 +62,8 @@ def test_no_secret_text_anywhere_in_config_yaml():
         assert secret not in text
     general = rendered()["general_settings"]
     assert general == {"master_key": f"os.environ/{MASTER_KEY_ENV}",
-                       "database_url": f"os.environ/{DATABASE_URL_ENV}"}
+                       "database_url": f"os.environ/{DATABASE_URL_ENV}",
+                       "enforce_fallback_model_access": False}
 
 
 def test_budget_exceeded_answers_429_and_responses_are_bridged():
@@ -75,15 +76,16 @@ def test_budget_exceeded_answers_429_and_responses_are_bridged():
             config["litellm_settings"]["request_timeout"]) == (2, 600)
 
 
-def test_the_only_fallback_is_coder_to_frontier_gated_by_the_hook():
+def test_no_litellm_fallback_is_rendered_the_hatch_hook_escalates():
     config = rendered()
-    # LiteLLM falls back on any error; the hook lets only 429/5xx/no answer through.
-    assert config["router_settings"]["fallbacks"] == [{CODER_MODEL: [FRONTIER_MODEL]}]
+    # LiteLLM's fallbacks fire on any error; the hook gives coder its hatch on 429/5xx only.
+    assert not any("fallbacks" in key for section in ("router_settings", "litellm_settings")
+                   for key in config[section])
     assert config["litellm_settings"]["callbacks"] == [HATCH_CALLBACK, "prometheus"]
-    assert not any("fallbacks" in key for key in config["litellm_settings"])
     assert config["environment_variables"] == {"SPEAR_HATCH_MONTHLY_CAP_USD": "200.0",
                                                "SPEAR_FLEET_MODEL": CODER_MODEL,
-                                               "SPEAR_HATCH_MODEL": FRONTIER_MODEL}
+                                               "SPEAR_HATCH_MODEL": FRONTIER_MODEL,
+                                               "SPEAR_DEFAULT_MAX_TOKENS": "4096"}
 
 
 def test_a_config_change_changes_the_text_and_nothing_else_does():

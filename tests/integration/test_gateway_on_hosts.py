@@ -1,0 +1,258 @@
+"""The gateway on real parts: LiteLLM with PostgreSQL and Prisma's WebAssembly query engine on a
+local systemd gateway host, `coder` routed through a tunnel unit to a real llama-server serving
+the scripted tiny model on a second host, one virtual key per developer.
+
+The scenario tests form one stack and run in file order: each starts from the state the previous
+one left. Three proxy starts in all (first up; one change that moves a budget, revokes a
+developer and changes a setting; the LiteLLM upgrade): each costs 40-70 s on 2 cores.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import urllib.error
+import urllib.request
+from typing import Any
+
+import pytest
+import yaml
+
+from components.hostops.ssh import Session
+from localhosts import local_stack
+from spear.harness import CLAUDE_CODE, CODEX, OPENHANDS, QWEN_CODE
+from spear.rules import GATEWAY_UNIT, SMOKE_ANSWER, tunnel_unit
+from tests.support.engine import REPO, Project, engine_env
+
+STACK = "gw"
+# Ports no other integration test uses: the hosts share this machine's network.
+GATEWAY_SSH, INFERENCE_SSH = 2290, 2291
+SERVER_PORT, CLIENT_PORT = 8170, 8171  # llama-server on its host; the tunnel's end on the gateway
+PROXY_PORT, DATABASE_PORT = 4040, 54330
+UPGRADE = "1.108.7"  # the newest LiteLLM whose [proxy] extra installs here
+MASTER_KEY = "sk-spear-it-master-5d1c0e"
+FRONTIER_KEY = "sk-ant-it-frontier-9b7f"
+SMOKE = f"end_turn | {SMOKE_ANSWER} | ()"
+
+
+@pytest.fixture(scope="module")
+def hosts():
+    inference = local_stack.start("it-gw-llama", INFERENCE_SSH, fresh=True)
+    gateway = local_stack.start_gateway("it-gw", GATEWAY_SSH, versions=(UPGRADE,), fresh=True)
+    yield {"inference": inference, "gateway": gateway}
+    local_stack.stop("it-gw-llama")
+    local_stack.stop("it-gw")
+
+
+def stack_config(hosts: dict[str, Any]) -> dict[str, Any]:
+    """The local stack's inference host and gateway, moved to this test's hosts and ports."""
+    local = {key.split(":", 1)[1]: value for key, value in yaml.safe_load(
+        (REPO / "stacks" / "Pulumi.local.yaml").read_text())["config"].items()
+        if not isinstance(value, dict) or "secure" not in value}
+    host = copy.deepcopy(local["inferenceHosts"]["local"])
+    host["ssh"].update(port=INFERENCE_SSH,
+                       privateKeyPath=str(hosts["inference"].private_key_path))
+    host["server"]["port"] = SERVER_PORT
+    host["backend"] = "gw-it"
+    gateway = copy.deepcopy(local["gateway"])
+    gateway["ssh"].update(port=GATEWAY_SSH, privateKeyPath=str(hosts["gateway"].private_key_path))
+    gateway["listen"]["port"] = PROXY_PORT
+    gateway["database"]["port"] = DATABASE_PORT
+    gateway["coder"]["upstreams"] = ["llama"]
+    return {
+        "backends": {"gw-it": {"kind": "port", "port": CLIENT_PORT}},
+        "inferenceHosts": {"llama": host},
+        "gateway": gateway,
+        "developers": {"ana": {"maxBudget": 25, "budgetDuration": "30d"},
+                       "bob": {"maxBudget": 0.02, "budgetDuration": "30d"},
+                       "cyn": {"maxBudget": 10, "budgetDuration": "30d"}},
+    }
+
+
+@pytest.fixture(scope="module")
+def project(hosts, tmp_path_factory):
+    proj = Project(tmp_path_factory.mktemp("gw"), engine_env())
+    proj.new_stack(STACK, stack_config(hosts))
+    for key, value in (("gatewayMasterKey", MASTER_KEY), ("frontierApiKey", FRONTIER_KEY)):
+        proj.pulumi("config", "set", "--secret", "--stack", STACK, f"spear-fleet:{key}", value)
+    return proj
+
+
+def call(path: str, body: dict[str, Any] | None, headers: dict[str, str],
+         method: str = "POST") -> tuple[int, dict[str, Any]]:
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{PROXY_PORT}{path}", method=method,
+        data=json.dumps(body).encode() if body is not None else None,
+        headers={"Content-Type": "application/json", **headers})
+    try:
+        with urllib.request.urlopen(request, timeout=300) as answer:
+            return answer.status, json.loads(answer.read())
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read() or b"{}")
+
+
+def bearer(key: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}"}
+
+
+def chat(key: str, max_tokens: int = 32) -> tuple[int, dict[str, Any]]:
+    return call("/v1/chat/completions", {"model": "coder", "max_tokens": max_tokens, "messages": [
+        {"role": "user", "content": "Reply with exactly: SPEAR-BACKEND-OK"}]}, bearer(key))
+
+
+def gateway_session(hosts) -> Session:
+    info = hosts["gateway"]
+    return Session({"host": info.ssh_host, "port": info.ssh_port, "user": info.user,
+                    "private_key": info.private_key_path.read_text()})
+
+
+def test_up_brings_the_gateway_up_with_a_working_key_for_every_developer(project, hosts):
+    update = project.up(STACK)
+    assert update.ok, update.output[-8000:]
+    gateway = project.outputs(STACK)["gateway"]
+    assert gateway["smoke_tests"] == {"ana": SMOKE, "bob": SMOKE, "cyn": SMOKE}
+    assert gateway["litellm_version"] == "1.91.1"
+    assert gateway["migrations_applied"] > 100  # LiteLLM 1.91.1's extras carry 127
+    with gateway_session(hosts) as ssh:
+        for unit in (GATEWAY_UNIT, tunnel_unit("llama"), "postgresql@15-spear.service"):
+            assert ssh.run(f"systemctl is-active {unit}").stdout.strip() == "active", unit
+        # The unit sits in system.slice, like the inference server.
+        pid = ssh.run(f"systemctl show -p MainPID --value {GATEWAY_UNIT}").stdout.strip()
+        assert f"0::/system.slice/{GATEWAY_UNIT}" in ssh.run(f"cat /proc/{pid}/cgroup").stdout
+
+
+def test_no_secret_appears_in_state_output_or_on_disk_outside_the_env_files(project, hosts):
+    outputs = project.outputs(STACK)
+    keys = [outputs["harnesses"][dev]["qwen-code"]["env"]["OPENAI_API_KEY"]
+            for dev in ("ana", "bob", "cyn")]
+    with gateway_session(hosts) as ssh:
+        database_env = ssh.read("/opt/spear-gateway/config/database.env")
+        config_yaml = ssh.read("/opt/spear-gateway/config/config.yaml")
+        mode = ssh.run("stat -c %a /opt/spear-gateway/config/gateway.env").stdout.strip()
+    password = database_env.split("litellm:", 1)[1].split("@", 1)[0]
+    state = project.state_text(STACK)
+    preview = project.pulumi("preview", "--stack", STACK, "--diff").stdout
+    for secret in (MASTER_KEY, FRONTIER_KEY, password, *keys):
+        assert secret not in state
+        assert secret not in preview
+        assert secret not in config_yaml
+    assert mode == "600"
+
+
+def test_a_second_up_changes_nothing(project):
+    preview = project.preview(STACK)
+    assert set(preview["changeSummary"]) == {"same"}, preview["changeSummary"]
+
+
+def test_every_harness_reaches_coder_through_the_gateway_in_its_own_dialect(project):
+    wiring = project.outputs(STACK)["harnesses"]["ana"]
+    # Qwen-Code: OpenAI chat completions with OPENAI_BASE_URL / OPENAI_API_KEY / OPENAI_MODEL.
+    env = wiring[QWEN_CODE]["env"]
+    status, answer = call(env["OPENAI_BASE_URL"].removeprefix(f"http://127.0.0.1:{PROXY_PORT}")
+                          + "/chat/completions",
+                          {"model": env["OPENAI_MODEL"], "max_tokens": 32,
+                           "messages": [{"role": "user", "content": "hi"}]},
+                          bearer(env["OPENAI_API_KEY"]))
+    assert status == 200 and answer["choices"][0]["message"]["content"].strip() == SMOKE_ANSWER
+    # OpenHands: LiteLLM-style `openai/coder` against LLM_BASE_URL: the model sent is `coder`.
+    env = wiring[OPENHANDS]["env"]
+    assert env["LLM_MODEL"] == "openai/coder"
+    status, answer = call("/v1/chat/completions", {
+        "model": env["LLM_MODEL"].split("/", 1)[1], "max_tokens": 32,
+        "messages": [{"role": "system", "content": "You are OpenHands."},
+                     {"role": "user", "content": "hi"}]}, bearer(env["LLM_API_KEY"]))
+    assert status == 200 and SMOKE_ANSWER in answer["choices"][0]["message"]["content"]
+    # Claude Code: Anthropic Messages, the key as a bearer token (ANTHROPIC_AUTH_TOKEN).
+    env = wiring[CLAUDE_CODE]["env"]
+    status, answer = call("/v1/messages", {
+        "model": env["ANTHROPIC_MODEL"], "max_tokens": 32,
+        "messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}]},
+        {**bearer(env["ANTHROPIC_AUTH_TOKEN"]), "anthropic-version": "2023-06-01"})
+    assert status == 200, answer
+    assert answer["type"] == "message" and answer["stop_reason"] == "end_turn"
+    assert SMOKE_ANSWER in "".join(part.get("text", "") for part in answer["content"])
+    # Codex: OpenAI Responses (wire_api = "responses"), bridged onto chat completions.
+    assert 'wire_api = "responses"' in wiring[CODEX]["file"]["content"]
+    status, answer = call("/v1/responses", {"model": "coder", "input": "hi",
+                                            "max_output_tokens": 32},
+                          bearer(wiring[CODEX]["env"]["OWNED_API_KEY"]))
+    assert status == 200, answer
+    texts = [part["text"] for item in answer["output"] if item.get("type") == "message"
+             for part in item["content"] if part.get("type") == "output_text"]
+    assert SMOKE_ANSWER in "".join(texts)
+
+
+def test_a_request_whose_worst_case_exceeds_the_budget_is_refused_with_429(project):
+    key = project.outputs(STACK)["harnesses"]["bob"]["qwen-code"]["env"]["OPENAI_API_KEY"]
+    # 20000 output tokens at 2 USD per million is 0.04 USD: more than bob's 0.02 can hold.
+    status, answer = chat(key, max_tokens=20000)
+    assert status == 429 and answer["error"]["type"] == "spear_budget_exceeded", answer
+    assert chat(key)[0] == 200  # a request that fits still passes
+
+
+def test_a_budget_raise_a_removed_developer_and_a_setting_are_exactly_that_change(project, hosts):
+    before = project.outputs(STACK)["harnesses"]
+    spend_before = call(f"/key/info?key={before['ana']['qwen-code']['env']['OPENAI_API_KEY']}",
+                        None, bearer(MASTER_KEY), method="GET")[1]["info"]["spend"]
+    assert spend_before > 0  # the dialect test's requests were charged
+    config = stack_config(hosts)
+    config["developers"]["ana"]["maxBudget"] = 40
+    del config["developers"]["cyn"]
+    config["gateway"]["coder"]["numRetries"] = 3
+    _rewrite(project, config)
+    preview = project.preview(STACK)
+    ops = {step["urn"].rsplit("::", 1)[1]: step["op"] for step in preview["steps"]
+           if step["op"] != "same"}
+    assert ops == {"gateway-key-ana": "update", "gateway-key-cyn": "delete",
+                   "gateway-smoke-cyn": "delete", "gateway-config": "update",
+                   "gateway-service": "update"}, ops
+    update = project.up(STACK)
+    assert update.ok, update.output[-6000:]
+    after = project.outputs(STACK)["harnesses"]
+    ana_key = after["ana"]["qwen-code"]["env"]["OPENAI_API_KEY"]
+    assert ana_key == before["ana"]["qwen-code"]["env"]["OPENAI_API_KEY"]  # in place: same key
+    status, info = call(f"/key/info?key={ana_key}", None, bearer(MASTER_KEY), method="GET")
+    assert status == 200 and info["info"]["max_budget"] == 40
+    # The proxy restarted for the setting: the key and its spend survived in PostgreSQL.
+    assert info["info"]["spend"] == pytest.approx(spend_before)
+    assert chat(ana_key)[0] == 200
+    assert "cyn" not in after
+    assert chat(before["cyn"]["qwen-code"]["env"]["OPENAI_API_KEY"])[0] == 401
+
+
+def test_a_litellm_upgrade_reinstalls_applies_only_new_migrations_and_keeps_the_keys(project):
+    key = project.outputs(STACK)["harnesses"]["ana"]["qwen-code"]["env"]["OPENAI_API_KEY"]
+    applied_before = project.outputs(STACK)["gateway"]["migrations_applied"]
+    project.set_config(STACK, "gateway.litellm.version", UPGRADE)
+    preview = project.preview(STACK)
+    ops = {step["urn"].rsplit("::", 1)[1]: step["op"] for step in preview["steps"]
+           if step["op"] != "same"}
+    assert ops.get("gateway-litellm") == "replace"
+    assert ops.get("gateway-migrations") == "update" and ops.get("gateway-service") == "update"
+    assert {name for name in ops if name.startswith("gateway-key-")} == set()
+    update = project.up(STACK)
+    assert update.ok, update.output[-8000:]
+    gateway = project.outputs(STACK)["gateway"]
+    assert gateway["litellm_version"] == UPGRADE
+    assert 0 < gateway["migrations_applied"] < applied_before  # only the ones 1.108.7 adds
+    assert chat(key)[0] == 200
+    bob = project.outputs(STACK)["harnesses"]["bob"]["qwen-code"]["env"]["OPENAI_API_KEY"]
+    # Still 429 over budget on 1.108 (LiteLLM's own default became 422).
+    assert chat(bob, max_tokens=20000)[0] == 429
+
+
+def test_destroy_removes_the_gateway_units_and_keys(project, hosts):
+    assert project.destroy(STACK).ok
+    with gateway_session(hosts) as ssh:
+        for unit in (GATEWAY_UNIT, tunnel_unit("llama")):
+            assert ssh.run(f"test -e /etc/systemd/system/{unit}", check=False).code != 0
+
+
+def _rewrite(project: Project, config: dict[str, Any]) -> None:
+    """Replaces the stack's plain config, keeping its encrypted secrets and salt."""
+    path = project.dir / "stacks" / f"Pulumi.{STACK}.yaml"
+    doc = yaml.safe_load(path.read_text())
+    secrets = {k: v for k, v in doc["config"].items() if isinstance(v, dict) and "secure" in v}
+    doc["config"] = {**{f"spear-fleet:{k}": v for k, v in config.items()}, **secrets}
+    path.write_text(yaml.safe_dump(doc))
+
