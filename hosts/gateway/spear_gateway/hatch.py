@@ -6,12 +6,15 @@ connection), means the fleet could not serve a request the frontier could. A cli
 budget on every retry of a malformed request, so it reaches the developer unchanged.
 
 Pure: the exception is read by its class names and its `status_code`, the way LiteLLM's and
-OpenAI's exception classes carry them, so this module needs neither installed.
+OpenAI's exception classes carry them, so this module needs neither installed. The rule itself
+is spear.rules.escalates, which the policy pack shares (shipped beside this package).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from spear.rules import escalates
 
 # Names of exception classes (anywhere in the class's MRO) that mean "no answer".
 # litellm.Timeout subclasses openai.APITimeoutError, which subclasses APIConnectionError: the
@@ -45,7 +48,7 @@ def may_escalate(status: int | str) -> bool:
     if type(status) is not int:
         raise ValueError(f"fleet status {status!r}: allowed are an HTTP status (int), "
                          "'timeout' or 'connection'")
-    return status == 429 or 500 <= status <= 599
+    return escalates(status)
 
 
 def fleet_failure(error: BaseException) -> FleetFailure:

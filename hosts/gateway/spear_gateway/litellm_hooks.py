@@ -57,6 +57,7 @@ from typing import Any
 from fastapi import HTTPException
 from litellm.integrations.custom_logger import CustomLogger
 
+from spear.rules import CODER_MODEL, FRONTIER_MODEL
 from spear_gateway import metrics
 from spear_gateway.budget import ContractViolation, Ledger
 from spear_gateway.hatch import FleetFailure, fleet_failure
@@ -90,8 +91,8 @@ class Settings:
             problems.append(f"SPEAR_DEFAULT_MAX_TOKENS={limit!r}: allowed is an integer >= 1")
         if problems:
             raise ValueError("spear_gateway: " + "; ".join(problems))
-        return cls(fleet_model=env.get("SPEAR_FLEET_MODEL", "coder"),
-                   hatch_model=env.get("SPEAR_HATCH_MODEL", "frontier"),
+        return cls(fleet_model=env.get("SPEAR_FLEET_MODEL", CODER_MODEL),
+                   hatch_model=env.get("SPEAR_HATCH_MODEL", FRONTIER_MODEL),
                    hatch_cap_usd=cap_usd,
                    database_url=env.get("SPEAR_BUDGET_DATABASE_URL") or env.get("DATABASE_URL"),
                    default_max_tokens=int(limit))

@@ -1,0 +1,106 @@
+"""The hatch on real LiteLLM (both pinned versions): the fleet's client errors reach the
+developer unchanged and never the frontier; 429, 5xx and no answer escalate, each counted on
+/metrics with the fleet's status. Config-only mode with the master key: the hatch needs no keys.
+"""
+
+import time
+
+import pytest
+
+from spear.rules import CODER_MODEL, FRONTIER_MODEL
+from tests.support.frontier_standin import FrontierStandin
+from tests.support.litellm_proxy import ProxyError, litellm_venv
+from tests.support.openai_upstream import OpenAIUpstream
+from tests.support.spear_gateway_proxy import (FRONTIER_KEY, gateway_config, metric,
+                                               spear_proxy)
+
+VERSIONS = {"1.91.1": (4120, 8150, 8160), "1.108.7": (4121, 8151, 8161)}
+CLIENT_ERRORS = [400, 401, 404, 422]
+FLEET_FAILURES = [429, 500, 503, "timeout"]
+REQUEST_TIMEOUT = 3
+
+
+@pytest.fixture(scope="module", params=list(VERSIONS))
+def gateway(request, tmp_path_factory):
+    proxy_port, upstream_port, frontier_port = VERSIONS[request.param]
+    log_dir = tmp_path_factory.mktemp(f"hatch-{request.param}")
+    venv = litellm_venv(request.param)
+    with OpenAIUpstream(upstream_port, hang_seconds=REQUEST_TIMEOUT * 3) as upstream, \
+            FrontierStandin(frontier_port, FRONTIER_KEY) as frontier:
+        config = gateway_config(upstream.base_url, frontier.base_url,
+                                frontier_prices=(0.0, 0.0001), request_timeout=REQUEST_TIMEOUT)
+        with spear_proxy(venv.path, config, port=proxy_port, log_dir=log_dir,
+                         hatch_cap_usd=100.0) as proxy:
+            print(f"\nlitellm {request.param}: venv {venv.seconds:.1f} s, "
+                  f"start {proxy.last_start_seconds:.1f} s")
+            yield proxy, upstream, frontier
+
+
+def ask(proxy, text, model=CODER_MODEL):
+    return proxy.post("/v1/chat/completions", {
+        "model": model, "max_tokens": 16, "messages": [{"role": "user", "content": text}]},
+        timeout=60)
+
+
+def escalations(proxy):
+    return {str(s): metric(proxy, "spear_hatch_escalations_total", status=str(s))
+            for s in FLEET_FAILURES}
+
+
+def test_the_fleet_answers_when_it_can_and_the_frontier_is_not_called(gateway):
+    proxy, upstream, frontier = gateway
+    before = frontier.calls
+    answer = ask(proxy, "hello")
+    assert answer["choices"][0]["message"]["content"] == "SPEAR-UPSTREAM-OK"
+    assert frontier.calls == before
+
+
+@pytest.mark.parametrize("status", CLIENT_ERRORS)
+def test_a_client_error_reaches_the_developer_unchanged_and_never_the_frontier(gateway, status):
+    proxy, upstream, frontier = gateway
+    calls, counted = frontier.calls, escalations(proxy)
+    with pytest.raises(ProxyError) as refused:
+        ask(proxy, f"SPEAR-ANSWER-STATUS={status}")
+    assert refused.value.status == status
+    assert f"told to answer {status}" in refused.value.body["error"]["message"]
+    assert upstream.calls[-1].answered == status
+    assert frontier.calls == calls
+    assert escalations(proxy) == counted
+
+
+@pytest.mark.parametrize("status", FLEET_FAILURES)
+def test_a_rate_limit_a_server_error_or_no_answer_escalates_to_the_frontier_and_is_counted(
+        gateway, status):
+    proxy, upstream, frontier = gateway
+    calls, counted = frontier.calls, escalations(proxy)
+    started = time.monotonic()
+    answer = ask(proxy, f"SPEAR-ANSWER-STATUS={status}")
+    assert answer["choices"][0]["message"]["content"] == "SPEAR-FRONTIER-OK"
+    assert upstream.calls[-1].answered == status
+    assert frontier.calls == calls + 1
+    assert escalations(proxy) == counted | {str(status): counted[str(status)] + 1}
+    if status == "timeout":  # escalated once the gateway's timeout passed, not after the hang
+        assert time.monotonic() - started < upstream.hang_seconds
+
+
+def test_the_frontier_asked_for_directly_is_refused_and_not_called(gateway):
+    proxy, upstream, frontier = gateway
+    calls = frontier.calls
+    with pytest.raises(ProxyError) as refused:
+        ask(proxy, "hello", model=FRONTIER_MODEL)
+    assert refused.value.status == 403
+    assert refused.value.body["error"]["type"] == "hatch_not_direct"
+    assert frontier.calls == calls
+
+
+def test_the_hatch_spend_gauge_shows_what_the_frontier_cost(gateway):
+    proxy, upstream, frontier = gateway
+    spend = metric(proxy, "spear_hatch_spend_usd")
+    ask(proxy, "SPEAR-ANSWER-STATUS=503")
+    # 16 output tokens at 0.0001 USD (the stand-in answers 16 tokens, input is free); settled
+    # by the success event, which LiteLLM may run just after the answer.
+    deadline = time.monotonic() + 10
+    while metric(proxy, "spear_hatch_spend_usd") < spend + 0.0016 - 1e-9 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert metric(proxy, "spear_hatch_spend_usd") == pytest.approx(spend + 0.0016)
+    assert metric(proxy, "spear_hatch_cap_usd") == 100.0
