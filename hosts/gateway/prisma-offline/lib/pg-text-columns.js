@@ -22,22 +22,24 @@ const AS_TEXT = {
   18: [TEXT, (s) => s], // "char"
 };
 
+// Only the adapter's own calls are rewritten: a config object in array row mode with its type
+// parsers, and no callback (pg's Pool.query calls the client's query with one: passed through).
 function wrapQuery(target) {
   const query = target.query.bind(target);
-  target.query = (config, values) => {
-    if (config && typeof config === 'object' && config.types && config.rowMode === 'array') {
-      const inner = config.types.getTypeParser;
-      const types = {
-        getTypeParser: (oid, format) => (AS_TEXT[oid] && format !== 'binary' ? AS_TEXT[oid][1] : inner(oid, format)),
-      };
-      return query({ ...config, types }, values).then((result) => {
-        for (const field of result.fields) {
-          if (AS_TEXT[field.dataTypeID]) field.dataTypeID = AS_TEXT[field.dataTypeID][0];
-        }
-        return result;
-      });
-    }
-    return query(config, values);
+  target.query = (config, ...rest) => {
+    const fromAdapter = config && typeof config === 'object' && config.types && config.rowMode === 'array'
+      && !rest.some((a) => typeof a === 'function');
+    if (!fromAdapter) return query(config, ...rest);
+    const inner = config.types.getTypeParser;
+    const types = {
+      getTypeParser: (oid, format) => (AS_TEXT[oid] && format !== 'binary' ? AS_TEXT[oid][1] : inner(oid, format)),
+    };
+    return query({ ...config, types }, ...rest).then((result) => {
+      for (const field of result.fields) {
+        if (AS_TEXT[field.dataTypeID]) field.dataTypeID = AS_TEXT[field.dataTypeID][0];
+      }
+      return result;
+    });
   };
   return target;
 }

@@ -34,3 +34,15 @@ test("other columns keep the adapter's own parsers, also on a transaction's conn
   assert.deepEqual(result.fields.map((f) => f.dataTypeID), [20]);
   assert.deepEqual(result.rows, [['adapter:5']]);
 });
+
+test("pg's own callback-style calls (Pool.query on a pooled client) pass through untouched", async () => {
+  const calls = [];
+  const client = { query: (...args) => calls.push(args), release() {} };
+  const wrapped = withTextColumns({ query: async () => ({ fields: [], rows: [] }), connect: async () => client });
+  const pooled = await wrapped.connect();
+  const callback = () => {};
+  pooled.query({ text: 'SELECT', rowMode: 'array', types: adapterTypes }, [], callback);
+  assert.equal(calls.length, 1);
+  assert.equal(calls[0][2], callback);
+  assert.equal(calls[0][0].types, adapterTypes);
+});
