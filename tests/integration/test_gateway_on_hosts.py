@@ -203,9 +203,11 @@ def test_a_budget_raise_a_removed_developer_and_a_setting_are_exactly_that_chang
     preview = project.preview(STACK)
     ops = {step["urn"].rsplit("::", 1)[1]: step["op"] for step in preview["steps"]
            if step["op"] != "same"}
+    # The restart re-runs the remaining developers' smoke tests: nothing else moves.
     assert ops == {"gateway-key-ana": "update", "gateway-key-cyn": "delete",
                    "gateway-smoke-cyn": "delete", "gateway-config": "update",
-                   "gateway-service": "update"}, ops
+                   "gateway-service": "update", "gateway-smoke-ana": "update",
+                   "gateway-smoke-bob": "update"}, ops
     update = project.up(STACK)
     assert update.ok, update.output[-6000:]
     after = project.outputs(STACK)["harnesses"]
@@ -213,8 +215,9 @@ def test_a_budget_raise_a_removed_developer_and_a_setting_are_exactly_that_chang
     assert ana_key == before["ana"]["qwen-code"]["env"]["OPENAI_API_KEY"]  # in place: same key
     status, info = call(f"/key/info?key={ana_key}", None, bearer(MASTER_KEY), method="GET")
     assert status == 200 and info["info"]["max_budget"] == 40
-    # The proxy restarted for the setting: the key and its spend survived in PostgreSQL.
-    assert info["info"]["spend"] == pytest.approx(spend_before)
+    # The proxy restarted for the setting: the key and its spend survived in PostgreSQL (plus
+    # the smoke test's own request after the restart).
+    assert info["info"]["spend"] >= spend_before
     assert chat(ana_key)[0] == 200
     assert "cyn" not in after
     assert chat(before["cyn"]["qwen-code"]["env"]["OPENAI_API_KEY"])[0] == 401
