@@ -12,12 +12,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from config.checker import Checker, get, map_names
-from config.schema import backends, hosts, reds, runpod
-from config.types import API_KEY_NAMES, FleetConfig
+from config.schema import backends, hosts, reds, runpod, vllm_fleet
+from config.types import API_KEY_NAMES, VLLM_API_KEY, FleetConfig
 
-TOP_KEYS = backends.KEYS + hosts.KEYS + runpod.KEYS + reds.KEYS
+TOP_KEYS = backends.KEYS + hosts.KEYS + runpod.KEYS + reds.KEYS + vllm_fleet.KEYS
 # Keys whose value is an object (the loader reads them as JSON).
-OBJECT_KEYS = backends.KEYS + hosts.KEYS + runpod.OBJECT_KEYS + reds.KEYS
+OBJECT_KEYS = (backends.KEYS + hosts.KEYS + runpod.OBJECT_KEYS + reds.KEYS
+               + vllm_fleet.OBJECT_KEYS)
 
 
 def parse(raw: Mapping[str, Any]) -> FleetConfig:
@@ -34,7 +35,8 @@ def parse(raw: Mapping[str, Any]) -> FleetConfig:
                                   {"pods": pod_names, "REDS endpoints": endpoint_names})
     runpod_pods, api_keys = runpod.parse(
         check, get(raw, "runpod"), {name: get(raw, name) for name in API_KEY_NAMES},
-        get(raw, "sshPrivateKeys"), backend_table, inference_hosts)
+        get(raw, "sshPrivateKeys"), backend_table, inference_hosts,
+        also_needed_by={VLLM_API_KEY: "vllmFleet"} if "vllmFleet" in raw else None)
     reds_endpoints = reds.parse(check, get(raw, "redsEndpoints"), get(raw, "sshPrivateKeys"),
                                 backend_table, inference_hosts, host_names,
                                 other_names=[*host_names, *pod_names])
@@ -43,6 +45,8 @@ def parse(raw: Mapping[str, Any]) -> FleetConfig:
           for name, pod in runpod_pods.items()),
         *((f"redsEndpoints.{name}", endpoint.backend, endpoint.server)
           for name, endpoint in reds_endpoints.items())])
+    fleet = vllm_fleet.parse(check, get(raw, "vllmFleet"), get(raw, "kubeconfig"))
     check.raise_if_any()
     return FleetConfig(inference_hosts=inference_hosts, backends=backend_table,
-                       runpod_pods=runpod_pods, api_keys=api_keys, reds_endpoints=reds_endpoints)
+                       runpod_pods=runpod_pods, api_keys=api_keys, reds_endpoints=reds_endpoints,
+                       vllm_fleet=fleet)

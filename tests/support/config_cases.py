@@ -109,3 +109,51 @@ def reds_raw() -> dict[str, Any]:
         "near": {"inferenceHost": "reds"},
     }
     return raw
+
+
+# prod with the vLLM fleet on Kubernetes: the cookbook's pair as stable, no canary yet.
+FLEET = ("vllmFleet",)
+FLEET_SECRETS = ["spear-fleet:sshPrivateKeys", "spear-fleet:vllmApiKey", "spear-fleet:kubeconfig"]
+NEXT_REVISION = "1234567890abcdef1234567890abcdef12345678"
+STABLE_PAIR = {"tag": "v0.24.0", "model": "Qwen/Qwen3-Coder-Next-FP8", "revision": REVISION}
+CANARY_PAIR = {"tag": "v0.25.0", "model": "Qwen/Qwen3-Coder-Next-FP8", "revision": NEXT_REVISION}
+VLLM_FLEET = {
+    "kubeconfig": "ambient",
+    "namespace": "vllm",
+    "servedModelName": "qwen3-coder-next",
+    "stable": STABLE_PAIR,
+    "replicas": 2,
+    "tensorParallelSize": 2,
+    "maxModelLen": 262144,
+    "schedulingPriority": True,
+    "tenancy": {"cacheSalt": "team"},
+    "modelCache": {"size": "200Gi"},
+    "agentSandbox": {"namespace": "agents",
+                     "gateway": {"cidr": "10.20.0.10/32", "ports": [4000]},
+                     "mirrors": {"pypi": {"cidr": "10.20.1.0/24", "ports": [443]}}},
+    "observability": {"hatchCapUsd": 500},
+}
+
+
+def passing_record(pair: dict[str, str]) -> dict[str, Any]:
+    """A gate record that passes, for `pair` (b=1, c=9: p = 0.0215 < 0.05)."""
+    return {"pin": {"engineVersion": pair["tag"], "model": pair["model"],
+                    "revision": pair["revision"], "gatewayVersion": "1.91.1",
+                    "harnessVersions": {"claude-code": "2.1.3", "codex": "0.98.0"}},
+            "toolCalls": {"passed": 400, "total": 400},
+            "pairedEval": {"b": 1, "c": 9, "alpha": 0.05},
+            "latency": {"ttftSeconds": 0.8, "ttftSloSeconds": 1.5, "itlSeconds": 0.04,
+                        "itlSloSeconds": 0.06}}
+
+
+def fleet_raw(**fleet: Any) -> dict[str, Any]:
+    """prod with the vLLM fleet (its keys overridden by `fleet`) and vLLM's API key."""
+    raw = prod_raw()
+    raw["vllmFleet"] = {**copy.deepcopy(VLLM_FLEET), **copy.deepcopy(fleet)}
+    return {**raw, "vllmApiKey": "sk-vllm-test"}
+
+
+def promoted_raw(record: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The fleet after the canary was promoted: stable is the canary's pair, previous the old one."""
+    return fleet_raw(stable=CANARY_PAIR, previous=STABLE_PAIR,
+                     rolloutGate={} if record is None else {"canary-1": record})
