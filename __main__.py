@@ -7,6 +7,7 @@ import pulumi
 from components.endpoints.reds import RedsEndpoint, RedsEndpointArgs
 from components.endpoints.runpod_endpoint import RunPodEndpoint, RunPodEndpointArgs
 from components.inference_host import InferenceHost, InferenceHostArgs
+from components.vllm_fleet import VllmFleet, VllmFleetArgs
 from config.load import load
 from config.types import RUNPOD_API_KEY, VLLM_API_KEY
 
@@ -31,6 +32,13 @@ reds_endpoints = {
         inference_host=inference_hosts[endpoint.inference_host] if endpoint.inference_host else None))
     for name, endpoint in stack.config.reds_endpoints.items()
 }
+
+# The vLLM fleet on Kubernetes, when the stack declares one.
+if stack.config.vllm_fleet is not None:
+    fleet = VllmFleet("vllm", VllmFleetArgs(config=stack.config.vllm_fleet,
+                                            api_key=stack.api_keys[VLLM_API_KEY],
+                                            kubeconfig=stack.kubeconfig))
+    pulumi.export("vllm_fleet", fleet.outputs)
 
 pulumi.export("inference_hosts", {name: host.outputs for name, host in inference_hosts.items()})
 pulumi.export("runpod_pods", {name: pod.outputs for name, pod in runpod_pods.items()})
