@@ -24,6 +24,7 @@ import pulumi_kubernetes as k8s
 from components.vllm_fleet import alerts, manifests
 from config.types import VllmFleet as FleetConfig
 from spear import tokens, vllm
+from spear.fleet import CANARY, STABLE
 
 
 @dataclass
@@ -74,12 +75,12 @@ class VllmFleet(pulumi.ComponentResource):
             opts=after(self.namespace))
         pod_inputs = (self.api_key, self.model_cache)
         self.stable = k8s.apps.v1.Deployment(
-            f"{name}-{manifests.STABLE}",
-            **manifests.deployment(cfg, manifests.STABLE, cfg.stable, cfg.replicas),
+            f"{name}-{STABLE}",
+            **manifests.deployment(cfg, STABLE, cfg.stable, cfg.replicas),
             opts=after(*pod_inputs))
         self.canary = None if cfg.canary is None else k8s.apps.v1.Deployment(
-            f"{name}-{manifests.CANARY}",
-            **manifests.deployment(cfg, manifests.CANARY, cfg.canary.pair, cfg.canary.replicas),
+            f"{name}-{CANARY}",
+            **manifests.deployment(cfg, CANARY, cfg.canary.pair, cfg.canary.replicas),
             opts=after(*pod_inputs))
         self.service = k8s.core.v1.Service(f"{name}-service", **manifests.service(cfg),
                                            opts=after(self.namespace))

@@ -13,16 +13,10 @@ from typing import Any
 
 from config.types import AgentSandbox, EgressTarget, ServingPair, VllmFleet
 from spear import rollout_gate, vllm
+from spear.fleet import (AGENT_SANDBOX, ALERTS, APP, CACHE_SALT, CANARY_JSON, ENGINE_VERSION,
+                         PART, PREVIOUS_JSON, PRIORITIES, RECORDS_JSON, REVISION, ROLE, ROLLOUT,
+                         STABLE_JSON, TENANCY, TRACK)
 
-APP = "vllm"  # the Service selects app=vllm: stable and canary pods alike
-STABLE, CANARY = "stable", "canary"
-TRACK = "track"
-PART = "spear-fleet/part"  # what a ConfigMap is for, for the policies and the gateway
-ROLE = "spear-fleet/role"  # what a namespace is for
-AGENT_SANDBOX = "agent-sandbox"
-ROLLOUT, TENANCY, ALERTS = "rollout", "tenancy", "alerts"
-ENGINE_VERSION = "spear-fleet/engine-version"
-REVISION = "spear-fleet/revision"
 API_KEY_SECRET = "vllm-api-key"
 MODEL_CACHE = "vllm-model-cache"
 SERVICE = APP
@@ -144,10 +138,10 @@ def rollout_record(fleet: VllmFleet) -> dict[str, Any]:
     records = [{**r.to_json(), "failures": rollout_gate.failures(r)} for r in fleet.gate_records]
     return {"metadata": {"name": f"{APP}-rollout", "namespace": fleet.namespace,
                          "labels": {PART: ROLLOUT}},
-            "data": {"stable.json": _pair_json(fleet.stable),
-                     "previous.json": _pair_json(fleet.previous),
-                     "canary.json": _pair_json(fleet.canary.pair if fleet.canary else None),
-                     "gate-records.json": json.dumps(records, sort_keys=True)}}
+            "data": {STABLE_JSON: _pair_json(fleet.stable),
+                     PREVIOUS_JSON: _pair_json(fleet.previous),
+                     CANARY_JSON: _pair_json(fleet.canary.pair if fleet.canary else None),
+                     RECORDS_JSON: json.dumps(records, sort_keys=True)}}
 
 
 def tenancy(fleet: VllmFleet) -> dict[str, Any]:
@@ -156,7 +150,7 @@ def tenancy(fleet: VllmFleet) -> dict[str, Any]:
     priorities = vllm.PRIORITIES if fleet.vllm.scheduling_priority else {}
     return {"metadata": {"name": f"{APP}-tenancy", "namespace": fleet.namespace,
                          "labels": {PART: TENANCY}},
-            "data": {"cacheSalt": fleet.cache_salt, "priorities": json.dumps(priorities)}}
+            "data": {CACHE_SALT: fleet.cache_salt, PRIORITIES: json.dumps(priorities)}}
 
 
 def alert_rules(fleet: VllmFleet, text: str, file_name: str) -> dict[str, Any]:
