@@ -12,7 +12,7 @@ import pytest
 
 from config.checker import ConfigError
 from config.load import StackConfigError, load
-from tests.support.stack_files import DUMMY_KEY, RecordingMocks, engine_config, prod_raw
+from tests.support.stack_files import DUMMY_KEY, RecordingMocks, engine_config, prod_raw, without_fleet
 
 DELETE = object()
 
@@ -86,8 +86,9 @@ GPU_POD = {
 
 
 def pod_raw() -> dict[str, Any]:
-    """prod with the pod `gpu` serving the cookbook's model, its key and the two API keys."""
-    raw = prod_raw()
+    """prod (without its vLLM fleet) with the pod `gpu` serving the cookbook's model, its key and
+    the two API keys."""
+    raw = without_fleet(prod_raw())
     raw["runpod"] = {"pods": {"gpu": copy.deepcopy(GPU_POD)}}
     raw["sshPrivateKeys"]["gpu"] = DUMMY_KEY
     return {**raw, "runpodApiKey": "rpa_TESTKEY", "vllmApiKey": "sk-vllm-test"}
@@ -101,7 +102,7 @@ REDS_SECRETS = ["spear-fleet:sshPrivateKeys"]
 
 def reds_raw() -> dict[str, Any]:
     """prod with the two kinds of endpoint; `box` on a backend of its own (prod's host has reds)."""
-    raw = prod_raw()
+    raw = without_fleet(prod_raw())
     raw["backends"]["lab"] = {"port": 8083}
     raw["redsEndpoints"] = {
         "box": {"ssh": {"host": "reds-box"}, "port": 8010, "modelId": "qwen3-coder-next",
@@ -147,8 +148,9 @@ def passing_record(pair: dict[str, str]) -> dict[str, Any]:
 
 
 def fleet_raw(**fleet: Any) -> dict[str, Any]:
-    """prod with the vLLM fleet (its keys overridden by `fleet`) and vLLM's API key."""
-    raw = prod_raw()
+    """prod with the test fleet (its keys overridden by `fleet`), the ambient kubeconfig, and
+    vLLM's API key."""
+    raw = without_fleet(prod_raw())
     raw["vllmFleet"] = {**copy.deepcopy(VLLM_FLEET), **copy.deepcopy(fleet)}
     return {**raw, "vllmApiKey": "sk-vllm-test"}
 

@@ -14,7 +14,7 @@ from pulumi.runtime import rpc
 from spear import tokens, vllm
 from tests.support.config_cases import CANARY_PAIR, REVISION, STABLE_PAIR, fleet_raw
 from tests.support.policy_harness import COOKBOOK_VLLM_COMMAND_LINE
-from tests.support.stack_files import mocked_stack, prod_raw, run_main
+from tests.support.stack_files import mocked_stack, prod_raw, run_main, without_fleet
 
 SECRETS = ("spear-fleet:sshPrivateKeys", "spear-fleet:vllmApiKey")
 
@@ -35,7 +35,7 @@ def container(deployment: dict) -> dict:
 
 
 def test_a_stack_without_a_fleet_declares_no_kubernetes_object():
-    mocks = program(prod_raw())
+    mocks = program(without_fleet(prod_raw()))
     assert not [a for a in mocks.resources.values()
                 if a.typ.startswith("kubernetes:") or a.typ == tokens.VLLM_FLEET]
 

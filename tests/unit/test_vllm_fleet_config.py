@@ -16,7 +16,7 @@ from tests.support.config_cases import (CANARY_PAIR, DELETE, FLEET, FLEET_SECRET
                                         NEXT_REVISION, REVISION, STABLE_PAIR, allowed_for, changed,
                                         fleet_raw, passing_record, problem_line, promoted_raw,
                                         run_program)
-from tests.support.stack_files import engine_config
+from tests.support.stack_files import PLACEHOLDER_SECRETS, engine_config, prod_raw, without_fleet
 
 KUBECONFIG = "apiVersion: v1\nclusters: []\nusers: []\ncontexts: []\n"
 STABLE = (*FLEET, "stable")
@@ -228,8 +228,16 @@ def test_all_fleet_problems_are_reported_at_once_one_per_line():
 
 
 def test_a_stack_without_a_fleet_has_none_and_needs_no_kubeconfig():
-    from tests.support.stack_files import prod_raw
-    assert parse(prod_raw()).vllm_fleet is None
+    assert parse(without_fleet(prod_raw())).vllm_fleet is None
+
+
+def test_prods_fleet_is_the_cookbooks_pair_on_a_cluster_named_by_its_kubeconfig_secret():
+    fleet = parse(prod_raw()).vllm_fleet
+    assert fleet.kubeconfig.secret_text == PLACEHOLDER_SECRETS["kubeconfig"]
+    assert fleet.stable == ServingPair("v0.24.0", None, "Qwen/Qwen3-Coder-Next-FP8", REVISION)
+    assert fleet.vllm == Vllm("Qwen/Qwen3-Coder-Next-FP8", REVISION, "qwen3-coder-next", 2, 262144,
+                              8000, "0.90", True)
+    assert (fleet.canary, fleet.previous, fleet.gate_records) == (None, None, ())
 
 
 def test_a_kubeconfig_file_is_expanded_and_a_secret_is_never_shown(monkeypatch):
