@@ -40,8 +40,11 @@ class VllmFleet(pulumi.ComponentResource):
         super().__init__(tokens.VLLM_FLEET, name, None, opts)
         cfg = args.config
         kubeconfig = args.kubeconfig if args.kubeconfig is not None else cfg.kubeconfig.path
+        # ConfigMaps and Secrets update in place: the rollout record changes on every promotion
+        # and the key may be rotated, and their names are fixed (a replacement would collide).
         self.provider = k8s.Provider(f"{name}-cluster", kubeconfig=kubeconfig,
                                      context=cfg.kubeconfig.context,
+                                     enable_config_map_mutable=True, enable_secret_mutable=True,
                                      opts=pulumi.ResourceOptions(parent=self))
         on_cluster = pulumi.ResourceOptions(parent=self, provider=self.provider)
 
