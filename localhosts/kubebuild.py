@@ -130,8 +130,12 @@ class Artifact:
             if missing:
                 raise BuildError(f"the {self.name} build made no {', '.join(missing)}")
             tmp.chmod(0o755)
-            shutil.rmtree(self.folder, ignore_errors=True)
-            tmp.rename(self.folder)  # complete folders only
+            try:
+                tmp.rename(self.folder)  # complete folders only
+            except OSError:
+                if not self.ready():
+                    raise
+                # another set-up finished the same build first: keep that one
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
         _say(f"built {self.name} in {time.monotonic() - started:.0f} s -> {self.folder}")
