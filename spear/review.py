@@ -174,6 +174,26 @@ def _serving(inputs: Mapping[str, Any]) -> tuple[str, str, Any] | None:
         return None
 
 
+def _stable_now(steps: list[Mapping[str, Any]]) -> tuple[str, str, Any] | None:
+    """The stable pair after the update, which a new canary is compared with: from the stable
+    Deployment's step, or (a preview without --show-sames leaves an unchanged one out) from the
+    rollout record, which changes whenever a canary comes or goes."""
+    for step in steps:
+        if _kind(step) == tokens.K8S_DEPLOYMENT.type and _track(step) == fleet.STABLE \
+                and _inputs(step, "newState"):
+            return _serving(_inputs(step, "newState"))
+    for step in steps:
+        inputs = _inputs(step, "newState")
+        labels = (inputs.get("metadata") or {}).get("labels") or {}
+        if _kind(step) == tokens.K8S_CONFIG_MAP.type and labels.get(fleet.PART) == fleet.ROLLOUT:
+            try:
+                pair = json.loads(inputs["data"][fleet.STABLE_JSON])
+                return (pair["tag"], pair["revision"], None)
+            except (KeyError, TypeError, ValueError):
+                return None
+    return None
+
+
 def _pair_line(track: str, old: tuple[str, str, Any], new: tuple[str, str, Any]) -> str:
     return (f"{track}: {old[0]} -> {new[0]}, revision {old[1][:7]} -> {new[1][:7]}"
             if (old[0], old[1]) != (new[0], new[1]) else "")
@@ -304,10 +324,7 @@ def parts(preview: Mapping[str, Any]) -> list[Part]:
     """
     by_urn: dict[str, Part] = {}
     steps = preview.get("steps") or []
-    # The stable pair after the update, which a new canary is compared with.
-    stable_now = next((_serving(_inputs(s, "newState")) for s in steps
-                       if _kind(s) == tokens.K8S_DEPLOYMENT.type and _track(s) == fleet.STABLE
-                       and _inputs(s, "newState")), None)
+    stable_now = _stable_now(steps)
     for step in steps:
         state = step.get("newState") or step.get("oldState") or {}
         if not state.get("custom"):

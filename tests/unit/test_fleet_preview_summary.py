@@ -80,3 +80,15 @@ def test_the_api_key_and_the_kubeconfig_are_never_shown():
     for shown in ("sk-old-key", "sk-new-key", "c2st", "k8s.internal", "kubeconfig`"):
         assert shown not in text
     assert "**vLLM API key Secret** (`vllm-api-key`)" in text
+
+
+def test_without_the_unchanged_stable_step_the_canary_is_compared_with_the_rollout_records_pair():
+    cfg = parse(fleet_raw(canary={**CANARY_PAIR, "replicas": 1})).vllm_fleet
+    before = parse(fleet_raw()).vllm_fleet
+    canary = deployment(CANARY, canary={**CANARY_PAIR, "replicas": 1})
+    text = summarize({"steps": [
+        step("update", tokens.K8S_CONFIG_MAP.type, "vllm-rollout", manifests.rollout_record(before),
+             manifests.rollout_record(cfg)),
+        step("create", DEPLOYMENT, "vllm-canary", None, canary)]}, None)
+    assert "  - canary: v0.24.0 -> v0.25.0, revision da6e2ed -> 1234567\n" in text
+    assert "**rollout ConfigMap** (`vllm-rollout`)" in text
