@@ -24,17 +24,17 @@ def _denies_all_egress(props) -> bool:
 
 def agent_egress_default_deny(args: StackValidationArgs, report: ReportViolation) -> None:
     with unknown_is_violation(report):
-        sandboxes = [r.props["metadata"]["name"] for r in args.resources
+        sandboxes = [(r.props["metadata"]["name"], r.urn) for r in args.resources
                      if r.resource_type == tokens.K8S_NAMESPACE.type
                      and ((r.props["metadata"].get("labels") or {}).get(ROLE) == AGENT_SANDBOX)]
         denied = {r.props["metadata"]["namespace"] for r in args.resources
                   if r.resource_type == tokens.K8S_NETWORK_POLICY.type and _denies_all_egress(r.props)}
-        for namespace in sandboxes:
+        for namespace, urn in sandboxes:
             if namespace not in denied:
                 report(f"{SEED}: the agent namespace {namespace!r} has no NetworkPolicy that selects"
                        " every pod and denies all egress. Fix: keep the fleet's"
                        " default-deny-egress policy (vllmFleet.agentSandbox); allow only the"
-                       " gateway and the mirrors beside it.")
+                       " gateway and the mirrors beside it.", urn)
 
 
 POLICY = StackValidationPolicy(

@@ -36,7 +36,7 @@ def k8s_priority_scheduling(args: StackValidationArgs, report: ReportViolation) 
                            f" {'with' if scheduled else 'without'} {SCHEDULING_POLICY_FLAG}"
                            f" {PRIORITY_SCHEDULING} while the gateway"
                            f" {'stamps' if priorities else 'stamps no'} priorities on its requests."
-                           " Fix: set vllmFleet.schedulingPriority, which renders both.")
+                           " Fix: set vllmFleet.schedulingPriority, which renders both.", resource.urn)
 
 
 POLICY = StackValidationPolicy(

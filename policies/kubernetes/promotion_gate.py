@@ -36,7 +36,8 @@ def k8s_promotion_gate(args: StackValidationArgs, report: ReportViolation) -> No
             namespace = resource.props["metadata"]["namespace"]
             if namespace not in records:
                 report(f"{SEED}: {resource.name} serves the stable track in {namespace!r}, which has"
-                       " no rollout record. Fix: declare the fleet through vllmFleet, which writes it.")
+                       " no rollout record. Fix: declare the fleet through vllmFleet, which writes it.",
+                       resource.urn)
                 continue
             data = records[namespace]
             previous = json.loads(data[PREVIOUS_JSON])
@@ -50,7 +51,7 @@ def k8s_promotion_gate(args: StackValidationArgs, report: ReportViolation) -> No
                     report(f"{SEED}: {resource.name} promotes {rollout_gate.describe(stable)} to"
                            f" stable without a passing gate record: {'; '.join(reasons)}. Fix:"
                            " record the gate's result for exactly this pair in"
-                           " vllmFleet.rolloutGate, or roll back to the previous pair.")
+                           " vllmFleet.rolloutGate, or roll back to the previous pair.", resource.urn)
 
 
 POLICY = StackValidationPolicy(
