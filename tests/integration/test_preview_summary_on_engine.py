@@ -13,6 +13,7 @@ import yaml
 
 from policies.endpoints import RULES as ENDPOINT_RULES
 from policies.inference import RULES as INFERENCE_RULES
+from policies.kubernetes import RULES as KUBERNETES_RULES
 from spear.review import summarize
 from tests.support.engine import Project, repo_stack
 from tests.support.pack_runs import PackPreview, preview_with_pack
@@ -98,7 +99,7 @@ def test_unchanged_prod_reads_as_no_changes(deployed_prod):
     for part in ("llama-server build", "model files", "serve.sh", "server.conf",
                  "spear-inference.service", "smoke test"):
         assert part in text.split("- No change: ")[1]
-    rules = len(INFERENCE_RULES) + len(ENDPOINT_RULES)
+    rules = len(INFERENCE_RULES) + len(ENDPOINT_RULES) + len(KUBERNETES_RULES)
     assert f"Policy pack spear-fleet 0.1.0: **passed**; 0 advisory; {rules} rule(s) passed" in text
 
 
