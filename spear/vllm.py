@@ -1,7 +1,7 @@
 """vLLM's command line, rendered from the typed config: seed 001 step 3, flag by flag.
 
 The one place that knows the flags: the pod's serve script runs what `command_line` returns,
-the Kubernetes fleet passes it as the container's args, and the policy pack checks a command line
+the Kubernetes fleet runs it as the container's command, and the policy pack checks a command line
 with the same constants. Pure and stdlib only, so the policy pack's virtualenv imports it too.
 
 The cookbook's line has `--api-key "$VLLM_API_KEY"`; here the key is never on the command line

@@ -148,9 +148,10 @@ def _repository(value: str) -> str | None:
     return value if match and not match["tag"] and not match["digest"] else None
 
 
-def _pair(check: Checker, key: str, value: Any) -> ServingPair | None:
+def _pair(check: Checker, key: str, value: Any,
+          allowed_keys: tuple[str, ...] = _PAIR_KEYS) -> ServingPair | None:
     start = check.mark()
-    pair = check.obj(key, value, _PAIR_KEYS)
+    pair = check.obj(key, value, allowed_keys)
     if pair is None:
         return None
     tag = check.text(f"{key}.tag", get(pair, "tag"),
@@ -171,9 +172,7 @@ def _canary(check: Checker, key: str, value: Any) -> Canary | None:
         return None
     replicas = (check.integer(f"{key}.replicas", value.get("replicas", MISSING), 1, default=1)
                 if isinstance(value, Mapping) else None)
-    pair_value = ({k: v for k, v in value.items() if k != "replicas"}
-                  if isinstance(value, Mapping) else value)
-    pair = _pair(check, key, pair_value)
+    pair = _pair(check, key, value, (*_PAIR_KEYS, "replicas"))
     return Canary(pair, replicas) if pair and replicas else None
 
 

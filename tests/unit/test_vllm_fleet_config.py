@@ -58,6 +58,8 @@ BAD = [
      "vllmFleet.canary.replicas", "an integer >= 1"),
     ("canary-tag-latest", changed(fleet_raw(), (*FLEET, "canary"), {**CANARY_PAIR, "tag": "latest"}),
      "vllmFleet.canary.tag", "not latest"),
+    ("canary-unknown-key", changed(fleet_raw(), (*FLEET, "canary"), {**CANARY_PAIR, "weight": 10}),
+     "vllmFleet.canary.weight", "one of tag, digest, model, revision, replicas"),
     ("previous-revision", changed(fleet_raw(), (*FLEET, "previous"), {**STABLE_PAIR, "revision": "x"}),
      "vllmFleet.previous.revision", "40 lowercase hex"),
     ("replicas-zero", changed(fleet_raw(), (*FLEET, "replicas"), 0),
