@@ -6,9 +6,10 @@ import pulumi
 
 from components.endpoints.reds import RedsEndpoint, RedsEndpointArgs
 from components.endpoints.runpod_endpoint import RunPodEndpoint, RunPodEndpointArgs
-from components.inference_host import InferenceHost, InferenceHostArgs
-from config.load import load
 from components.gateway import Gateway, GatewayArgs, Upstream
+from components.inference_host import InferenceHost, InferenceHostArgs
+from components.vllm_fleet import VllmFleet, VllmFleetArgs
+from config.load import load
 from config.types import (FRONTIER_API_KEY, GATEWAY_DATABASE_URL, GATEWAY_MASTER_KEY,
                           RUNPOD_API_KEY, VLLM_API_KEY)
 
@@ -54,6 +55,12 @@ gateway = None if gateway_cfg is None else Gateway(gateway_cfg.name, GatewayArgs
                for name in gateway_cfg.upstreams},
     developers=cfg.developers,
 ))
+# The vLLM fleet on Kubernetes, when the stack declares one.
+if stack.config.vllm_fleet is not None:
+    fleet = VllmFleet("vllm", VllmFleetArgs(config=stack.config.vllm_fleet,
+                                            api_key=stack.api_keys[VLLM_API_KEY],
+                                            kubeconfig=stack.kubeconfig))
+    pulumi.export("vllm_fleet", fleet.outputs)
 
 pulumi.export("inference_hosts", {name: host.outputs for name, host in inference_hosts.items()})
 pulumi.export("runpod_pods", {name: pod.outputs for name, pod in runpod_pods.items()})

@@ -188,6 +188,27 @@ class Checker:
             return None
         return number
 
+    def number(self, key: str, value: Any, lo: float, hi: float | None = None,
+               default: float | None = None, lo_open: bool = False, note: str = "required") -> float | None:
+        """A number (int or float) in range; lo_open: strictly above lo."""
+        what = (f"a number {'>' if lo_open else '>='} {lo:g}"
+                + (f" and <= {hi:g}" if hi is not None else ""))
+        if value is MISSING:
+            if default is None:
+                self.fail(key, MISSING, f"{what} ({note})")
+            return default
+        number = value
+        if isinstance(value, str):  # `pulumi config set --path` without --type gives text
+            try:
+                number = float(value)
+            except ValueError:
+                pass
+        if isinstance(number, bool) or not isinstance(number, (int, float)) or number != number \
+                or (number <= lo if lo_open else number < lo) or (hi is not None and number > hi):
+            self.fail(key, value, what)
+            return None
+        return float(number)
+
     def optional_integer(self, key: str, value: Any, lo: int) -> int | None:
         return None if value is MISSING else self.integer(key, value, lo, note="optional")
 

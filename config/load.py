@@ -18,10 +18,10 @@ from config.schema import OBJECT_KEYS, TOP_KEYS, parse
 from config.types import API_KEY_NAMES, GATEWAY_SECRET_NAMES, FleetConfig, InlineKey, KeyFile
 
 # Keys whose whole value must be a Pulumi secret (set with --secret), and how to set each.
-SECRET_KEYS = ("sshPrivateKeys",) + API_KEY_NAMES + GATEWAY_SECRET_NAMES
+SECRET_KEYS = ("sshPrivateKeys", "kubeconfig") + API_KEY_NAMES + GATEWAY_SECRET_NAMES
 _SET_SECRET = {"sshPrivateKeys": "pulumi config set --secret --path 'sshPrivateKeys.<name>' < file",
                **{name: f"pulumi config set --secret {name} < file"
-                  for name in API_KEY_NAMES + GATEWAY_SECRET_NAMES}}
+                  for name in ("kubeconfig", *API_KEY_NAMES, *GATEWAY_SECRET_NAMES)}}
 
 
 @dataclass(frozen=True)
@@ -31,6 +31,8 @@ class LoadedStack:
     # whose key is its ~/.ssh/config alias's IdentityFile)
     ssh_keys: Mapping[str, pulumi.Output[str]]
     api_keys: Mapping[str, pulumi.Output[str]]  # config key (API_KEY_NAMES) -> its text, secret
+    # The vLLM fleet's kubeconfig secret (None: a file or the ambient one, or no fleet).
+    kubeconfig: pulumi.Output[str] | None = None
 
 
 class StackConfigError(pulumi.RunError):
@@ -107,5 +109,8 @@ def load() -> LoadedStack:
             keys[cfg.gateway.name] = _key_text("gateway", cfg.gateway.ssh.key, problems)
     if problems or cfg is None:
         raise StackConfigError(problems)
+    fleet = cfg.vllm_fleet
     return LoadedStack(cfg, {name: pulumi.Output.secret(text) for name, text in keys.items()},
-                       {name: pulumi.Output.secret(key.text) for name, key in cfg.api_keys.items()})
+                       {name: pulumi.Output.secret(key.text) for name, key in cfg.api_keys.items()},
+                       pulumi.Output.secret(fleet.kubeconfig.secret_text)
+                       if fleet and fleet.kubeconfig.secret_text else None)

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from spear.rollout_gate import Record as GateRecord
 from spear.rules import is_loopback
+from spear.vllm import GPU_MEMORY_UTILIZATION
 
 # cmake flags that are a property of the build profile. GGML_NATIVE is off so a build does not
 # depend on the CPU it was compiled on; the prebuilt web UI is off because fetching it needs
@@ -157,6 +159,7 @@ class FleetConfig:
     reds_endpoints: dict[str, RedsEndpoint]  # {} when the stack declares none
     gateway: Gateway | None  # None when the stack declares none
     developers: dict[str, Developer]  # {} when the stack declares none
+    vllm_fleet: VllmFleet | None = None  # the vLLM fleet on Kubernetes, when declared
 
 
 # --------------------------------------------------------------------------------------------
@@ -189,6 +192,8 @@ class Vllm:
     tensor_parallel_size: int
     max_model_len: int
     port: int
+    gpu_memory_utilization: str = GPU_MEMORY_UTILIZATION  # as vLLM is given it, e.g. "0.90"
+    scheduling_priority: bool = False  # --scheduling-policy priority (the gateway stamps priorities)
 
 
 @dataclass(frozen=True)
@@ -330,3 +335,103 @@ class Developer:
     metadata: dict[str, str]
     rotation: int  # bump to rotate the key (/key/regenerate); the old one lives the grace period
     rotation_grace: str  # e.g. "24h"
+# The vLLM fleet on Kubernetes (seed 001 steps 2-3, 7-8, "How to run it in production", "How to
+# maintain it"): a stable (image, revision) pair, optionally a canary pair beside it, the
+# previous stable pair kept declared for rollback, and the rollout gate's records.
+
+AMBIENT = "ambient"  # the kubeconfig of whoever runs pulumi: $KUBECONFIG or ~/.kube/config
+CACHE_SALT_SCOPES = ("team", "developer")
+ACCESS_MODES = ("ReadWriteMany", "ReadWriteOnce")
+
+
+@dataclass(frozen=True)
+class Kubeconfig:
+    """Where the provider finds the cluster: the stack's `kubeconfig` secret, a kubeconfig file on
+    this machine, or (both None) the ambient one."""
+    secret_text: str | None
+    path: str | None
+    context: str | None  # None: the kubeconfig's current context
+
+    def __repr__(self) -> str:
+        where = "<secret>" if self.secret_text else (self.path or AMBIENT)
+        return f"Kubeconfig({where}, context={self.context!r})"
+
+
+@dataclass(frozen=True)
+class ServingPair:
+    """What a rollout moves together: the engine (image tag, optionally its digest) and the
+    model revision (seed 001 "How to maintain it": the previous pair stays deployable)."""
+    tag: str  # the image tag: the engine version, e.g. v0.24.0
+    digest: str | None  # "sha256:<64 hex>" or None
+    model: str  # Hugging Face repository id
+    revision: str  # 40 lowercase hex
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        """What a gate record must pin exactly (spear/rollout_gate.py's Pair)."""
+        return (self.tag, self.model, self.revision)
+
+
+@dataclass(frozen=True)
+class Canary:
+    pair: ServingPair
+    replicas: int
+
+
+@dataclass(frozen=True)
+class EgressTarget:
+    name: str
+    cidr: str  # an IP network, normalised
+    ports: tuple[int, ...]  # TCP
+
+
+@dataclass(frozen=True)
+class AgentSandbox:
+    namespace: str
+    gateway: EgressTarget
+    mirrors: tuple[EgressTarget, ...]
+
+
+@dataclass(frozen=True)
+class ModelCache:
+    size: str  # a Kubernetes quantity, e.g. 200Gi
+    storage_class: str | None  # None: the cluster's default
+    access_mode: str  # one of ACCESS_MODES
+    host_path: str | None  # a static volume on the node (clusters without a provisioner)
+
+
+@dataclass(frozen=True)
+class Alerts:
+    preemptions_per_hour: int
+    ttft_p95_seconds: float
+    prefix_cache_hit_rate_min: float
+    hatch_escalations_per_hour: int
+    hatch_spend_alert_usd: float  # below the cap: the alert comes before the refusals
+    hatch_cap_usd: float
+
+
+@dataclass(frozen=True)
+class VllmFleet:
+    kubeconfig: Kubeconfig
+    namespace: str
+    tolerate_fake_nodes: bool  # kwok's fake nodes carry a NoSchedule taint (tests only)
+    image: str  # the repository, e.g. vllm/vllm-openai
+    stable: ServingPair
+    previous: ServingPair | None  # the stable pair before the last promotion: the rollback target
+    canary: Canary | None
+    replicas: int
+    vllm: Vllm  # the stable pair's serve settings; a canary's differ only in model and revision
+    cache_salt: str  # one of CACHE_SALT_SCOPES
+    model_cache: ModelCache
+    agent_sandbox: AgentSandbox | None
+    alerts: Alerts
+    gate_records: tuple[GateRecord, ...]
+
+    def image_ref(self, pair: ServingPair) -> str:
+        return f"{self.image}:{pair.tag}" + (f"@{pair.digest}" if pair.digest else "")
+
+    def serve(self, pair: ServingPair) -> Vllm:
+        """The serve settings of one pair (its model and revision, the fleet's other settings)."""
+        return Vllm(pair.model, pair.revision, self.vllm.served_model_name,
+                    self.vllm.tensor_parallel_size, self.vllm.max_model_len, self.vllm.port,
+                    self.vllm.gpu_memory_utilization, self.vllm.scheduling_priority)

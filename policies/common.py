@@ -95,3 +95,22 @@ def gateway_config(content: Any) -> dict[str, Any]:
     requires missing)."""
     config = yaml.safe_load(str(content))
     return config if isinstance(config, dict) else {}
+# Kubernetes workloads (the vLLM fleet): a Deployment's containers, and the `vllm serve` command
+# line of the ones that run vLLM.
+
+
+def containers(deployment_props: Any) -> list[Any]:
+    """The containers of a Deployment's pod template."""
+    return list(deployment_props["spec"]["template"]["spec"]["containers"])
+
+
+def serve_argv(container: Any) -> list[str] | None:
+    """The container's `vllm serve ...` command line (command, then args); None for a container
+    that does not run vLLM."""
+    argv = [*(container.get("command") or ()), *(container.get("args") or ())]
+    return argv if argv[:2] == ["vllm", "serve"] else None
+
+
+def vllm_containers(deployment_props: Any) -> list[tuple[Any, list[str]]]:
+    """(container, its serve command line) for each container of the Deployment that runs vLLM."""
+    return [(c, argv) for c in containers(deployment_props) if (argv := serve_argv(c)) is not None]

@@ -1,17 +1,32 @@
 #!/usr/bin/env bash
 # Installs what the project needs on this machine, idempotently: shellcheck (the launcher and
-# set-up scripts are checked with it), the Python virtualenv, and the Pulumi engine with the
-# command plugin and the policy pack's virtualenv (scripts/setup-engine.sh). The local hosts
-# install their own host tools (debootstrap, systemd-container, zstd) when one is first booted
-# (localhosts/rootfs.py).
+# set-up scripts are checked with it) and promtool (the alert rules are checked with it), the
+# Python virtualenv, the Pulumi engine with the command plugin and the policy pack's virtualenv
+# (scripts/setup-engine.sh), and the local Kubernetes cluster's binaries with the kubernetes
+# provider plugin (scripts/setup-kubernetes.sh). The local hosts install their own host tools
+# (debootstrap, systemd-container, zstd) when one is first booted (localhosts/rootfs.py).
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 say() { echo "setup: $*" >&2; }
+export DEBIAN_FRONTEND=noninteractive
+apt_updated=
+apt_update() { [ -n "$apt_updated" ] || apt-get update -qq >&2; apt_updated=1; }
 
 if ! command -v shellcheck >/dev/null; then
   say "installing shellcheck with apt-get"
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq >&2 && apt-get install -y -qq --no-install-recommends shellcheck >&2
+  apt_update && apt-get install -y -qq --no-install-recommends shellcheck >&2
+fi
+
+# promtool alone, from Debian's prometheus package: installing the package would also start a
+# Prometheus server on machines that run systemd.
+if ! command -v promtool >/dev/null; then
+  say "installing promtool from Debian's prometheus package"
+  deb=$(mktemp -d)
+  # As root into root's folder: apt's _apt user could not write there.
+  apt_update && (cd "$deb" && apt-get download -qq -o APT::Sandbox::User=root prometheus >&2)
+  dpkg-deb --fsys-tarfile "$deb"/prometheus_*.deb | tar -xO ./usr/bin/promtool > /usr/local/bin/promtool.tmp
+  chmod 0755 /usr/local/bin/promtool.tmp && mv /usr/local/bin/promtool.tmp /usr/local/bin/promtool
+  rm -rf "$deb"
 fi
 
 # Reinstall only when requirements.txt changed.
@@ -25,3 +40,4 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
 fi
 
 "$repo/scripts/setup-engine.sh" >/dev/null
+"$repo/scripts/setup-kubernetes.sh" >/dev/null

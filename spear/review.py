@@ -24,7 +24,8 @@ from typing import Any
 
 import yaml
 
-from spear import tokens, vllm
+from spear import fleet, tokens, vllm
+from spear.rules import IMAGE
 
 CONFIG_ONLY = "config only (restart)"
 REBUILD = "rebuild"
@@ -39,9 +40,12 @@ RESET_POD = "reset pod"
 RESTART_VLLM = "restart vLLM"
 # The REDS endpoint's own: its server is checked again, nothing on its host changes.
 RECHECK = "re-check"
+# The vLLM fleet's Deployments: a new pod template rolls out; a new replica count only scales.
+ROLLING_UPDATE = "rolling update"
+SCALE = "scale"
 # Most disruptive first: the order of the overall line and of the list.
-CLASSES = (DELETE, RECREATE_POD, REPLACE, REBUILD, CREATE, RESET_POD, MODEL_REFETCH, RESTART_VLLM,
-           CONFIG_ONLY, RECHECK, NO_CHANGE)
+CLASSES = (DELETE, RECREATE_POD, REPLACE, REBUILD, CREATE, ROLLING_UPDATE, RESET_POD, MODEL_REFETCH,
+           RESTART_VLLM, SCALE, CONFIG_ONLY, RECHECK, NO_CHANGE)
 # What a replacement or an update (the generic class) of these types is.
 KIND_CLASSES = {
     (tokens.RUNPOD_POD.type, REPLACE): RECREATE_POD,
@@ -51,8 +55,11 @@ KIND_CLASSES = {
 }
 
 # Never shown, whatever they hold (the SSH key, the pickled provider that may embed config, the
-# gateway's master key and a developer's virtual key).
-HIDDEN_INPUTS = frozenset({"connection", "__provider", "master_key", "key"})
+# gateway's master key, a developer's virtual key, cluster credentials, a Kubernetes Secret's
+# contents).
+HIDDEN_INPUTS = frozenset({"connection", "__provider", "master_key", "key", "kubeconfig",
+                           "stringData"})
+HIDDEN_BY_KIND = {tokens.K8S_SECRET.type: frozenset({"data"})}
 # Systemd units: named by their unit, restarted by their triggers.
 UNIT_KINDS = (tokens.SYSTEMD_UNIT.type, tokens.GATEWAY_SERVICE.type, tokens.GATEWAY_TUNNEL.type)
 UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"  # the engine's "known after the update"
@@ -76,6 +83,14 @@ PART_NAMES = {
     tokens.TUNNEL_KEY.type: "tunnel key",
     tokens.GATEWAY_SMOKE_TEST.type: "gateway smoke test",
     tokens.GATEWAY_KEY.type: "developer key",
+    tokens.K8S_PROVIDER: "Kubernetes provider",
+    tokens.K8S_NAMESPACE.type: "namespace",
+    tokens.K8S_SECRET.type: "vLLM API key Secret",
+    tokens.K8S_CONFIG_MAP.type: "ConfigMap",
+    tokens.K8S_PVC.type: "model cache claim",
+    tokens.K8S_PV.type: "model cache volume",
+    tokens.K8S_SERVICE.type: "vLLM Service",
+    tokens.K8S_NETWORK_POLICY.type: "NetworkPolicy",
 }
 
 # What an in-place update of each kind does on the host.
@@ -121,6 +136,9 @@ OP_MEANING = {
                " and vLLM is started there again",
     RESTART_VLLM: "rewrites vLLM's command line (and key file) on the pod and restarts it in tmux;"
                   " the pod is kept",
+    ROLLING_UPDATE: "Kubernetes rolls the pods over to the new template one at a time (one extra"
+                    " pod, none unavailable); `up` waits until the rollout is Available",
+    SCALE: "pods are added or removed; the running ones keep their template",
 }
 
 
@@ -154,7 +172,83 @@ def _part_name(step: Mapping[str, Any]) -> str:
         return (_inputs(step, "newState") or _inputs(step, "oldState")).get("unit", "systemd unit")
     if kind == tokens.STACK:
         return "the stack"
+    if kind == tokens.K8S_DEPLOYMENT.type:
+        return f"vLLM {_track(step) or 'Deployment'} Deployment"
+    if kind == tokens.K8S_CONFIG_MAP.type:
+        inputs = _inputs(step, "newState") or _inputs(step, "oldState")
+        part = ((inputs.get("metadata") or {}).get("labels") or {}).get(fleet.PART)
+        return f"{part} ConfigMap" if part else "ConfigMap"
     return PART_NAMES.get(kind, kind)
+
+
+# ---------------------------------------------------------------------------------------------
+# The vLLM fleet's Deployments: which track, and the (image tag, revision) pair each serves.
+
+
+def _track(step: Mapping[str, Any]) -> str | None:
+    inputs = _inputs(step, "newState") or _inputs(step, "oldState")
+    return ((inputs.get("metadata") or {}).get("labels") or {}).get(fleet.TRACK)
+
+
+def _serving(inputs: Mapping[str, Any]) -> tuple[str, str, Any] | None:
+    """(image tag, revision, replicas) of a fleet Deployment's inputs; None for other shapes."""
+    try:
+        [container] = inputs["spec"]["template"]["spec"]["containers"]
+        match = IMAGE.fullmatch(container["image"])
+        revision = vllm.flags(container["command"]).get(vllm.REVISION_FLAG, "?")
+        return ((match["tag"] or match["digest"] or "?") if match else container["image"],
+                revision, inputs["spec"].get("replicas"))
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def _stable_now(steps: list[Mapping[str, Any]]) -> tuple[str, str, Any] | None:
+    """The stable pair after the update, which a new canary is compared with: from the stable
+    Deployment's step, or (a preview without --show-sames leaves an unchanged one out) from the
+    rollout record, which changes whenever a canary comes or goes."""
+    for step in steps:
+        if _kind(step) == tokens.K8S_DEPLOYMENT.type and _track(step) == fleet.STABLE \
+                and _inputs(step, "newState"):
+            return _serving(_inputs(step, "newState"))
+    for step in steps:
+        inputs = _inputs(step, "newState")
+        labels = (inputs.get("metadata") or {}).get("labels") or {}
+        if _kind(step) == tokens.K8S_CONFIG_MAP.type and labels.get(fleet.PART) == fleet.ROLLOUT:
+            try:
+                pair = json.loads(inputs["data"][fleet.STABLE_JSON])
+                return (pair["tag"], pair["revision"], None)
+            except (KeyError, TypeError, ValueError):
+                return None
+    return None
+
+
+def _pair_line(track: str, old: tuple[str, str, Any], new: tuple[str, str, Any]) -> str:
+    return (f"{track}: {old[0]} -> {new[0]}, revision {old[1][:7]} -> {new[1][:7]}"
+            if (old[0], old[1]) != (new[0], new[1]) else "")
+
+
+def _fleet_details(step: Mapping[str, Any], change: str,
+                   stable_now: tuple[str, str, Any] | None) -> list[str]:
+    """The reviewer's lines for a fleet Deployment: the pair it moves, its replicas; a new canary
+    against the stable pair it tests."""
+    track = _track(step) or "Deployment"
+    old, new = _serving(_inputs(step, "oldState")), _serving(_inputs(step, "newState"))
+    lines = []
+    if old and new:
+        lines = [line for line in (_pair_line(track, old, new),) if line]
+        if old[2] != new[2]:
+            lines.append(f"replicas: {_count(old[2])} -> {_count(new[2])}")
+    elif new and change == CREATE:
+        if track == fleet.CANARY and stable_now:
+            lines.append(_pair_line(track, stable_now, new) or f"{track}: the stable pair")
+        lines.append(f"{track}: {new[0]}, revision {new[1][:7]}, {_count(new[2])} replica(s)")
+    elif old and change == DELETE:
+        lines.append(f"{track} removed: {old[0]}, revision {old[1][:7]}")
+    return lines
+
+
+def _count(value: Any) -> str:
+    return str(int(value)) if isinstance(value, (int, float)) else str(value)
 
 
 def _show(value: Any) -> str:
@@ -165,9 +259,9 @@ def _show(value: Any) -> str:
     return f"`{value}`"
 
 
-def _changed_keys(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
-    return sorted(k for k in set(old) | set(new)
-                  if k not in HIDDEN_INPUTS and old.get(k) != new.get(k))
+def _changed_keys(old: Mapping[str, Any], new: Mapping[str, Any], kind: str = "") -> list[str]:
+    hidden = HIDDEN_INPUTS | HIDDEN_BY_KIND.get(kind, frozenset())
+    return sorted(k for k in set(old) | set(new) if k not in hidden and old.get(k) != new.get(k))
 
 
 def _mapping_details(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
@@ -216,7 +310,7 @@ def _details(kind: str, old: Mapping[str, Any], new: Mapping[str, Any]) -> list[
                         if k not in ("command_line", "endpoint", "pod_started_at")]
     if kind == tokens.SMOKE_TEST.type and _changed_keys(old.get("triggers") or {}, new.get("triggers") or {}):
         return ["runs again: what it checks restarts or is checked again"]
-    return [f"`{k}` changed" for k in _changed_keys(old, new)]
+    return [f"`{k}` changed" for k in _changed_keys(old, new, kind)]
 
 
 def _usd(value: Any) -> str:
@@ -280,12 +374,18 @@ def _classify(op: str, kind: str) -> str:
     return REBUILD if kind == tokens.LLAMA_SERVER_BUILD.type else REPLACE
 
 
-def _part(step: Mapping[str, Any]) -> Part:
+def _part(step: Mapping[str, Any], stable_now: tuple[str, str, Any] | None = None) -> Part:
     kind = _kind(step)
     change = _classify(step["op"], kind)
     change = KIND_CLASSES.get((kind, change), change)
     old, new = _inputs(step, "oldState"), _inputs(step, "newState")
     details = _details(kind, old, new) if old and new else []
+    if kind == tokens.K8S_DEPLOYMENT.type:
+        if change == CONFIG_ONLY:
+            # Only the replica count: a scale; anything in the pod template: a rolling update.
+            template_changed = (old.get("spec") or {}).get("template") != (new.get("spec") or {}).get("template")
+            change = ROLLING_UPDATE if template_changed else SCALE
+        details = _fleet_details(step, change, stable_now) or details
     problem = ((step.get("oldState") or {}).get("outputs") or {}).get("problem")
     if kind == tokens.REDS_TUNNEL_CHECK.type and problem:
         details.insert(0, f"refresh found: {problem}")
@@ -304,11 +404,13 @@ def parts(preview: Mapping[str, Any]) -> list[Part]:
     The root stack and component resources are left out: they hold nothing on a host.
     """
     by_urn: dict[str, Part] = {}
-    for step in preview.get("steps") or []:
+    steps = preview.get("steps") or []
+    stable_now = _stable_now(steps)
+    for step in steps:
         state = step.get("newState") or step.get("oldState") or {}
         if not state.get("custom"):
             continue
-        part = _part(step)
+        part = _part(step, stable_now)
         # A replacement may come as several steps (create-replacement, delete-replaced).
         if step["urn"] not in by_urn or by_urn[step["urn"]].change == NO_CHANGE:
             by_urn[step["urn"]] = part

@@ -18,6 +18,14 @@ COMMIT_TEXT = ("a commit id of 40 lowercase hex characters (a branch or tag name
 SHA256 = re.compile(r"[0-9a-fA-F]{64}")
 SHA256_TEXT = "64 hex characters (a sha256 digest)"
 
+# Seed 001 "How to maintain it": the engine version is part of the pin, so an image names a
+# version tag (never `latest`) or an @sha256 digest. [registry[:port]/]name[:tag][@sha256:digest]
+IMAGE = re.compile(r"(?P<repository>(?:[a-z0-9.-]+(?::[0-9]+)?/)?[a-z0-9][a-z0-9._/-]*)"
+                   r"(?::(?P<tag>[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}))?(?:@(?P<digest>sha256:[0-9a-f]{64}))?")
+IMAGE_TAG = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
+IMAGE_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
+UNPINNED_TAG = "latest"
+
 # Seed 000 §6.2.6: the server is a system unit in system.slice; tool sandboxes run in scopes
 # under user.slice, so no limit or OOM kill in a tool call can reach the model server.
 SYSTEM_UNIT_DIR = "/etc/systemd/system"
@@ -34,6 +42,21 @@ def is_commit(value: object) -> bool:
 
 def is_sha256(value: object) -> bool:
     return isinstance(value, str) and SHA256.fullmatch(value) is not None
+
+
+def image_pin_problem(image: object) -> str | None:
+    """Why an image reference does not pin the engine; None when it does (a version tag, or a
+    digest)."""
+    match = IMAGE.fullmatch(image) if isinstance(image, str) else None
+    if match is None:
+        return f"{image!r} is not an image reference"
+    if match["digest"]:
+        return None
+    if not match["tag"]:
+        return f"{image!r} has no tag (it means :latest)"
+    if match["tag"] == UNPINNED_TAG:
+        return f"{image!r} is tagged :latest, which moves"
+    return None
 
 
 def is_loopback(host: object) -> bool:

@@ -57,3 +57,23 @@ INFERENCE_HOST = "spear:inference:InferenceHost"
 RUNPOD_ENDPOINT = "spear:endpoints:RunPodEndpoint"
 REDS_ENDPOINT = "spear:endpoints:RedsEndpoint"
 GATEWAY = "spear:gateway:Gateway"
+VLLM_FLEET = "spear:vllm:VllmFleet"
+
+
+@dataclass(frozen=True)
+class KubernetesType:
+    """A pulumi-kubernetes resource type, e.g. `kubernetes:apps/v1:Deployment`."""
+    type: str
+
+
+# The fleet's Kubernetes objects (components/vllm_fleet), as policies and the preview summary
+# match them.
+K8S_PROVIDER = "pulumi:providers:kubernetes"
+K8S_NAMESPACE = KubernetesType("kubernetes:core/v1:Namespace")
+K8S_SECRET = KubernetesType("kubernetes:core/v1:Secret")
+K8S_CONFIG_MAP = KubernetesType("kubernetes:core/v1:ConfigMap")
+K8S_PVC = KubernetesType("kubernetes:core/v1:PersistentVolumeClaim")
+K8S_PV = KubernetesType("kubernetes:core/v1:PersistentVolume")
+K8S_SERVICE = KubernetesType("kubernetes:core/v1:Service")
+K8S_DEPLOYMENT = KubernetesType("kubernetes:apps/v1:Deployment")
+K8S_NETWORK_POLICY = KubernetesType("kubernetes:networking.k8s.io/v1:NetworkPolicy")

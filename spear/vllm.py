@@ -1,7 +1,7 @@
 """vLLM's command line, rendered from the typed config: seed 001 step 3, flag by flag.
 
 The one place that knows the flags: the pod's serve script runs what `command_line` returns,
-the Kubernetes fleet passes it as the container's args, and the policy pack checks a command line
+the Kubernetes fleet runs it as the container's command, and the policy pack checks a command line
 with the same constants. Pure and stdlib only, so the policy pack's virtualenv imports it too.
 
 The cookbook's line has `--api-key "$VLLM_API_KEY"`; here the key is never on the command line
@@ -31,6 +31,12 @@ AUTO_TOOL_CHOICE = "--enable-auto-tool-choice"
 TOOL_CALL_PARSER_FLAG = "--tool-call-parser"
 TOOL_CALL_PARSER = "qwen3_coder"
 REVISION_FLAG = "--revision"
+# Seed 001 "How to run it in production": the gateway stamps a priority on every request
+# (lower is handled earlier); vLLM refuses a non-zero priority unless it was started with
+# priority scheduling, so the flag and the field deploy together.
+SCHEDULING_POLICY_FLAG = "--scheduling-policy"
+PRIORITY_SCHEDULING = "priority"
+PRIORITIES = {"interactive": 0, "background": 10}
 # Seed 001 step 3: flags that must never be added, and why.
 FORBIDDEN_FLAGS = {
     "--reasoning-parser": "the model has no thinking mode; a <think> block means the wrong"
@@ -41,16 +47,18 @@ FORBIDDEN_FLAGS = {
 
 
 def command_line(vllm: Vllm) -> list[str]:
-    """`vllm serve ...` for these settings, as the cookbook writes it (without --api-key)."""
+    """`vllm serve ...` for these settings, as the cookbook writes it (without --api-key), with
+    priority scheduling when the gateway stamps priorities."""
     return [
         "vllm", "serve", vllm.model,
         REVISION_FLAG, vllm.revision,
         "--served-model-name", vllm.served_model_name,
         "--tensor-parallel-size", str(vllm.tensor_parallel_size),
         "--max-model-len", str(vllm.max_model_len),
-        "--gpu-memory-utilization", GPU_MEMORY_UTILIZATION,
+        "--gpu-memory-utilization", vllm.gpu_memory_utilization,
         AUTO_TOOL_CHOICE,
         TOOL_CALL_PARSER_FLAG, TOOL_CALL_PARSER,
+        *([SCHEDULING_POLICY_FLAG, PRIORITY_SCHEDULING] if vllm.scheduling_priority else []),
         "--port", str(vllm.port),
     ]
 
@@ -79,6 +87,20 @@ def flag_name(arg: str) -> str:
 def forbidden_flags(argv: Sequence[str]) -> list[str]:
     """The forbidden flags a command line gives, in order."""
     return [flag_name(arg) for arg in argv if flag_name(arg) in FORBIDDEN_FLAGS]
+
+
+def priority_scheduling(argv: Sequence[str]) -> bool:
+    """Whether vLLM runs with priority scheduling (the last --scheduling-policy wins)."""
+    return flags(argv).get(SCHEDULING_POLICY_FLAG) == PRIORITY_SCHEDULING
+
+
+def tool_parser_missing(argv: Sequence[str]) -> list[str]:
+    """What a command line lacks of the tool-call flags (seed 001 step 3), as text."""
+    given = flags(argv)
+    missing = [] if AUTO_TOOL_CHOICE in given else [AUTO_TOOL_CHOICE]
+    if given.get(TOOL_CALL_PARSER_FLAG) != TOOL_CALL_PARSER:
+        missing.append(f"{TOOL_CALL_PARSER_FLAG} {TOOL_CALL_PARSER}")
+    return missing
 
 
 def key_on_command_line(argv: Sequence[str]) -> bool:

@@ -12,14 +12,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from config.checker import MISSING, Checker, get, map_names
-from config.schema import backends, developers, gateway, hosts, reds, runpod
-from config.types import API_KEY_NAMES, FleetConfig
+from config.schema import backends, developers, gateway, hosts, reds, runpod, vllm_fleet
+from config.types import API_KEY_NAMES, VLLM_API_KEY, FleetConfig
 
 TOP_KEYS = (backends.KEYS + hosts.KEYS + runpod.KEYS + reds.KEYS + gateway.KEYS
-            + developers.KEYS)
+            + developers.KEYS + vllm_fleet.KEYS)
 # Keys whose value is an object (the loader reads them as JSON).
 OBJECT_KEYS = (backends.KEYS + hosts.KEYS + runpod.OBJECT_KEYS + reds.KEYS + gateway.OBJECT_KEYS
-               + developers.KEYS)
+               + developers.KEYS + vllm_fleet.OBJECT_KEYS)
 
 
 def parse(raw: Mapping[str, Any]) -> FleetConfig:
@@ -38,7 +38,8 @@ def parse(raw: Mapping[str, Any]) -> FleetConfig:
                                    "the gateway": [n for n in gateway_names if n]})
     runpod_pods, api_keys = runpod.parse(
         check, get(raw, "runpod"), {name: get(raw, name) for name in API_KEY_NAMES},
-        get(raw, "sshPrivateKeys"), backend_table, inference_hosts)
+        get(raw, "sshPrivateKeys"), backend_table, inference_hosts,
+        also_needed_by={VLLM_API_KEY: "vllmFleet"} if "vllmFleet" in raw else None)
     reds_endpoints = reds.parse(check, get(raw, "redsEndpoints"), get(raw, "sshPrivateKeys"),
                                 backend_table, inference_hosts, host_names,
                                 other_names=[*host_names, *pod_names])
@@ -54,8 +55,9 @@ def parse(raw: Mapping[str, Any]) -> FleetConfig:
         keyless=[name for name, endpoint in reds_endpoints.items() if endpoint.ssh.key is None])
     the_developers = developers.parse(check, get(raw, "developers"),
                                       has_gateway=get(raw, "gateway") is not MISSING)
+    fleet = vllm_fleet.parse(check, get(raw, "vllmFleet"), get(raw, "kubeconfig"))
     check.raise_if_any()
     return FleetConfig(inference_hosts=inference_hosts, backends=backend_table,
                        runpod_pods=runpod_pods, api_keys={**api_keys, **gateway_keys},
                        reds_endpoints=reds_endpoints, gateway=the_gateway,
-                       developers=the_developers)
+                       developers=the_developers, vllm_fleet=fleet)

@@ -107,7 +107,7 @@ def _secret(check: Checker, name: str, value: Any, required: bool) -> ApiKey | N
         check.report(name, f"a secret of {len(value)} characters that is not a PostgreSQL URL",
                      "postgresql://user:password@host:port/database")
         return None
-    key = _api_key(check, name, value, required=False)
+    key = _api_key(check, name, value, required_by=[])
     if key is None and value is MISSING and required:
         check.report(name, "nothing", f"a secret (required with gateway): pulumi config set"
                      f" --secret {name} < file")

@@ -18,7 +18,7 @@ from config.schema.hosts import _backend as hosts_backend
 from config.schema.hosts import _private_key, ssh_key_entry
 from config.types import (API_KEY_NAMES, CLOUD_TYPES, ApiKey, Backend, InferenceHost, PodSsh,
                           RunPodPod, Vllm)
-from spear.rules import COMMIT, COMMIT_TEXT
+from spear.rules import COMMIT, COMMIT_TEXT, image_pin_problem
 
 KEYS = ("runpod",) + API_KEY_NAMES
 # Keys whose value is an object (the loader reads them as JSON); the API keys are text.
@@ -32,9 +32,6 @@ _POD_KEYS = ("gpuTypeIds", "gpuCount", "imageName", "containerDiskInGb", "volume
 _VLLM_KEYS = ("model", "revision", "servedModelName", "tensorParallelSize", "maxModelLen", "port")
 _GPU_TYPE = re.compile(r"[A-Za-z0-9][A-Za-z0-9 ._-]*")
 _POD_PORT = re.compile(r"(?P<port>[0-9]{1,5})/(tcp|http)")
-# [registry[:port]/]name[:tag][@sha256:digest]
-_IMAGE = re.compile(r"(?:[a-z0-9.-]+(?::[0-9]+)?/)?[a-z0-9][a-z0-9._/-]*"
-                    r"(?::(?P<tag>[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}))?(?P<digest>@sha256:[0-9a-f]{64})?")
 _IMAGE_TEXT = ("an image with a version tag or an @sha256 digest (not :latest, and not untagged:"
                " the engine version is part of the pin, seed 001 'Maintenance')")
 _HF_REPO = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*")
@@ -50,12 +47,17 @@ def pod_names(value: Any) -> list[str]:
 
 def parse(check: Checker, value: Any, api_key_values: Mapping[str, Any], ssh_keys_value: Any,
           backends: Mapping[str, Backend] | None,
-          inference_hosts: Mapping[str, InferenceHost]) -> tuple[dict[str, RunPodPod], dict[str, ApiKey]]:
-    """The pods (by name) and the API keys the stack gives (by config key)."""
+          inference_hosts: Mapping[str, InferenceHost],
+          also_needed_by: Mapping[str, str] | None = None
+          ) -> tuple[dict[str, RunPodPod], dict[str, ApiKey]]:
+    """The pods (by name) and the API keys the stack gives (by config key); also_needed_by: an
+    API key other declared parts need too (e.g. {"vllmApiKey": "vllmFleet"})."""
     runpod = check.obj("runpod", value, ("apiUrl", "pods"), required=False)
     pods = {} if runpod is None else check.named_map("runpod.pods", get(runpod, "pods"), "a pod",
                                                       required=False)
-    api_keys = {name: _api_key(check, name, api_key_values[name], required=bool(pods))
+    api_keys = {name: _api_key(check, name, api_key_values[name], [
+                    *(["runpod.pods"] if pods else []),
+                    *([also_needed_by[name]] if name in (also_needed_by or {}) else [])])
                 for name in API_KEY_NAMES}
     if runpod is None or pods is None:
         return {}, {name: key for name, key in api_keys.items() if key is not None}
@@ -70,11 +72,11 @@ def parse(check: Checker, value: Any, api_key_values: Mapping[str, Any], ssh_key
     return parsed, {name: key for name, key in api_keys.items() if key is not None}
 
 
-def _api_key(check: Checker, name: str, value: Any, required: bool) -> ApiKey | None:
+def _api_key(check: Checker, name: str, value: Any, required_by: list[str]) -> ApiKey | None:
     if value is MISSING:
-        if required:
-            check.report(name, "nothing", f"a secret (required with runpod.pods): pulumi config"
-                         f" set --secret {name} < file")
+        if required_by:
+            check.report(name, "nothing", f"a secret (required with {' and '.join(required_by)}):"
+                         f" pulumi config set --secret {name} < file")
         return None
     if not isinstance(value, str) or not _API_KEY.fullmatch(value):
         # Describe the secret, never echo it.
@@ -116,10 +118,7 @@ def _pod(check: Checker, name: str, value: Any, api_url: str | None, secret_key:
 
 
 def _pinned_image(value: str) -> str | None:
-    match = _IMAGE.fullmatch(value)
-    if match is None or not (match["digest"] or (match["tag"] and match["tag"] != "latest")):
-        return None
-    return value
+    return None if image_pin_problem(value) else value
 
 
 def _gpu_type_ids(check: Checker, key: str, value: Any) -> tuple[str, ...]:

@@ -8,11 +8,13 @@ import pytest
 from policies.endpoints import RULES as ENDPOINT_RULES
 from policies.gateway import RULES as GATEWAY_RULES
 from policies.inference import RULES as INFERENCE_RULES
+from policies.kubernetes import RULES as KUBERNETES_RULES
 from tests.support.engine import REPO, repo_stack
 from tests.support.pack_runs import REPO_STACKS, preview_with_pack
 
 
-ALL_RULES = {rule.POLICY.name for rule in (*INFERENCE_RULES, *ENDPOINT_RULES, *GATEWAY_RULES)}
+ALL_RULES = {rule.POLICY.name for rule in (*INFERENCE_RULES, *ENDPOINT_RULES, *GATEWAY_RULES,
+                                           *KUBERNETES_RULES)}
 
 # The fleet program with the config's pin and port checks bypassed (as if they had regressed),
 # so values it refuses reach the resources: the pack is the second line.
@@ -35,11 +37,18 @@ def unchecked(host):
     )
 
 
+def unchecked_fleet(fleet):
+    # An unpinned engine and revision, promoted over another previous pair with no gate record.
+    return dataclasses.replace(fleet, stable=dataclasses.replace(fleet.stable, tag="latest", revision="main"),
+                               previous=dataclasses.replace(fleet.stable, tag="v0.23.0"))
+
+
 def load():
     stack = _load()
     hosts = {name: unchecked(host) for name, host in stack.config.inference_hosts.items()}
     return dataclasses.replace(
-        stack, config=dataclasses.replace(stack.config, inference_hosts=hosts))
+        stack, config=dataclasses.replace(stack.config, inference_hosts=hosts,
+                                          vllm_fleet=unchecked_fleet(stack.config.vllm_fleet)))
 
 
 config.load.load = load
@@ -57,6 +66,9 @@ EXPECTED = {
     "inference-system-unit": ("mandatory", "reds-unit", "Slice=user.slice"),
     "ports-distinct": ("mandatory", "spear-fleet-prod", "port 22 on reds.internal"),
     "kv-cache-and-slots": ("advisory", "reds-server-conf", "--parallel 4, not 1"),
+    "k8s-image-pinned": ("mandatory", "vllm-stable", "'vllm/vllm-openai:latest' is tagged :latest"),
+    "k8s-vllm-revision-pinned": ("mandatory", "vllm-stable", "at revision 'main'"),
+    "k8s-promotion-gate": ("mandatory", "vllm-stable", "no gate record pins exactly latest"),
 }
 
 

@@ -13,7 +13,7 @@ import pytest
 from config.checker import ConfigError
 from config.load import StackConfigError, load
 from tests.support.stack_files import (DUMMY_KEY, RecordingMocks, commented_example,
-                                       engine_config, prod_raw)
+                                       engine_config, prod_raw, without_fleet)
 
 DELETE = object()
 
@@ -87,8 +87,9 @@ GPU_POD = {
 
 
 def pod_raw() -> dict[str, Any]:
-    """prod with the pod `gpu` serving the cookbook's model, its key and the two API keys."""
-    raw = prod_raw()
+    """prod (without its vLLM fleet) with the pod `gpu` serving the cookbook's model, its key and
+    the two API keys."""
+    raw = without_fleet(prod_raw())
     raw["runpod"] = {"pods": {"gpu": copy.deepcopy(GPU_POD)}}
     raw["sshPrivateKeys"]["gpu"] = DUMMY_KEY
     return {**raw, "runpodApiKey": "rpa_TESTKEY", "vllmApiKey": "sk-vllm-test"}
@@ -102,7 +103,7 @@ REDS_SECRETS = ["spear-fleet:sshPrivateKeys"]
 
 def reds_raw() -> dict[str, Any]:
     """prod with the two kinds of endpoint; `box` on a backend of its own (prod's host has reds)."""
-    raw = prod_raw()
+    raw = without_fleet(prod_raw())
     raw["backends"]["lab"] = {"port": 8083}
     raw["redsEndpoints"] = {
         "box": {"ssh": {"host": "reds-box"}, "port": 8010, "modelId": "qwen3-coder-next",
@@ -122,9 +123,58 @@ FRONTIER_KEY = "sk-ant-PLACEHOLDER"
 
 
 def gateway_raw() -> dict[str, Any]:
-    raw = prod_raw()
+    raw = without_fleet(prod_raw())
     raw["gateway"] = commented_example("prod", "gateway")
     del raw["gateway"]["ssh"]["privateKeyPath"]
     raw["sshPrivateKeys"]["gateway"] = DUMMY_KEY
     raw["developers"] = commented_example("prod", "developers")
     return {**raw, "gatewayMasterKey": MASTER_KEY, "frontierApiKey": FRONTIER_KEY}
+
+
+# prod with the vLLM fleet on Kubernetes: the cookbook's pair as stable, no canary yet.
+FLEET = ("vllmFleet",)
+FLEET_SECRETS = ["spear-fleet:sshPrivateKeys", "spear-fleet:vllmApiKey", "spear-fleet:kubeconfig"]
+NEXT_REVISION = "1234567890abcdef1234567890abcdef12345678"
+STABLE_PAIR = {"tag": "v0.24.0", "model": "Qwen/Qwen3-Coder-Next-FP8", "revision": REVISION}
+CANARY_PAIR = {"tag": "v0.25.0", "model": "Qwen/Qwen3-Coder-Next-FP8", "revision": NEXT_REVISION}
+VLLM_FLEET = {
+    "kubeconfig": "ambient",
+    "namespace": "vllm",
+    "servedModelName": "qwen3-coder-next",
+    "stable": STABLE_PAIR,
+    "replicas": 2,
+    "tensorParallelSize": 2,
+    "maxModelLen": 262144,
+    "schedulingPriority": True,
+    "tenancy": {"cacheSalt": "team"},
+    "modelCache": {"size": "200Gi"},
+    "agentSandbox": {"namespace": "agents",
+                     "gateway": {"cidr": "10.20.0.10/32", "ports": [4000]},
+                     "mirrors": {"pypi": {"cidr": "10.20.1.0/24", "ports": [443]}}},
+    "observability": {"hatchCapUsd": 500},
+}
+
+
+def passing_record(pair: dict[str, str]) -> dict[str, Any]:
+    """A gate record that passes, for `pair` (b=1, c=9: p = 0.0215 < 0.05)."""
+    return {"pin": {"engineVersion": pair["tag"], "model": pair["model"],
+                    "revision": pair["revision"], "gatewayVersion": "1.91.1",
+                    "harnessVersions": {"claude-code": "2.1.3", "codex": "0.98.0"}},
+            "toolCalls": {"passed": 400, "total": 400},
+            "pairedEval": {"b": 1, "c": 9, "alpha": 0.05},
+            "latency": {"ttftSeconds": 0.8, "ttftSloSeconds": 1.5, "itlSeconds": 0.04,
+                        "itlSloSeconds": 0.06}}
+
+
+def fleet_raw(**fleet: Any) -> dict[str, Any]:
+    """prod with the test fleet (its keys overridden by `fleet`), the ambient kubeconfig, and
+    vLLM's API key."""
+    raw = without_fleet(prod_raw())
+    raw["vllmFleet"] = {**copy.deepcopy(VLLM_FLEET), **copy.deepcopy(fleet)}
+    return {**raw, "vllmApiKey": "sk-vllm-test"}
+
+
+def promoted_raw(record: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The fleet after the canary was promoted: stable is the canary's pair, previous the old one."""
+    return fleet_raw(stable=CANARY_PAIR, previous=STABLE_PAIR,
+                     rolloutGate={} if record is None else {"canary-1": record})

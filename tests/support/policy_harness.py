@@ -216,18 +216,72 @@ def check_resource(policy: Policy, token: Token, props: dict[str, Any],
 
 
 def check_stack(policy: Policy, stack_outputs: dict[str, Any],
-                resources: list[tuple[Token, dict[str, Any]]],
+                resources: list[tuple[Any, ...]],
                 components: list[tuple[str, str]] = ()) -> list[str]:
     """The messages a stack policy reports for the root stack (its outputs), these (type, props)
-    resources and these (component type, name) components (their outputs left out)."""
+    or (type, props, name) resources and these (component type, name) components (their
+    outputs left out)."""
     stack = PolicyResource(tokens.STACK, unknown_checking_proxy(stack_outputs), STACK_URN,
                            "spear-fleet-prod", _options(), None, None, [], {})
-    members = [PolicyResource(token.type, unknown_checking_proxy(props), _urn(token, _NAMES[token]),
-                              _NAMES[token], _options(), None, stack, [], {})
-               for token, props in resources]
+    members = []
+    for token, props, *named in resources:
+        name = named[0] if named else _NAMES[token]
+        members.append(PolicyResource(token.type, unknown_checking_proxy(props), _urn(token, name),
+                                      name, _options(), None, stack, [], {}))
     members += [PolicyResource(kind, {}, f"urn:pulumi:prod::spear-fleet::{kind}::{name}", name,
                                _options(), None, stack, [], {}) for kind, name in components]
     reported: list[str] = []
     policy.validate(StackValidationArgs([stack, *members], defaults(policy)),
                     lambda message, urn=None: reported.append(message))
     return reported
+
+
+# ---------------------------------------------------------------------------------------------
+# The vLLM fleet on Kubernetes: its objects as a preview shows them (the manifests the component
+# hands pulumi-kubernetes, numbers as the engine's JSON floats), for the test fleet of
+# tests/support/config_cases.py.
+
+
+def _floats(value: Any) -> Any:
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return value
+    if isinstance(value, int):
+        return float(value)
+    if isinstance(value, dict):
+        return {k: _floats(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_floats(v) for v in value]
+    return value
+
+
+def kube_objects(**fleet: Any) -> dict[str, tuple[tokens.KubernetesType, dict[str, Any]]]:
+    """The fleet's objects by resource name, as (type, props), for the test fleet with `fleet`'s
+    keys overridden (e.g. canary=...)."""
+    from components.vllm_fleet import manifests
+    from config.schema import parse
+    from spear.fleet import CANARY, STABLE
+    from tests.support.config_cases import fleet_raw
+
+    cfg = parse(fleet_raw(**fleet)).vllm_fleet
+    objects = {
+        "vllm-stable": (tokens.K8S_DEPLOYMENT, manifests.deployment(cfg, STABLE, cfg.stable, cfg.replicas)),
+        "vllm-rollout": (tokens.K8S_CONFIG_MAP, manifests.rollout_record(cfg)),
+        "vllm-tenancy": (tokens.K8S_CONFIG_MAP, manifests.tenancy(cfg)),
+        "vllm-agents": (tokens.K8S_NAMESPACE, manifests.sandbox_namespace(cfg.agent_sandbox)),
+        "vllm-agents-deny-egress": (tokens.K8S_NETWORK_POLICY, manifests.deny_egress(cfg.agent_sandbox)),
+        "vllm-agents-allow-egress": (tokens.K8S_NETWORK_POLICY, manifests.allow_egress(cfg.agent_sandbox)),
+    }
+    if cfg.canary:
+        objects["vllm-canary"] = (tokens.K8S_DEPLOYMENT, manifests.deployment(
+            cfg, CANARY, cfg.canary.pair, cfg.canary.replicas))
+    return {name: (kind, _floats(props)) for name, (kind, props) in objects.items()}
+
+
+def kube_stack(objects: dict[str, tuple[tokens.KubernetesType, dict[str, Any]]]) -> list[tuple[Any, ...]]:
+    """check_stack's resources for these objects."""
+    return [(kind, props, name) for name, (kind, props) in objects.items()]
+
+
+def stable_container(objects: dict[str, tuple[tokens.KubernetesType, dict[str, Any]]]) -> dict[str, Any]:
+    """The vLLM container of the stable Deployment in `objects`, to change in place."""
+    return objects["vllm-stable"][1]["spec"]["template"]["spec"]["containers"][0]

@@ -46,8 +46,22 @@ def encrypted_keys(stack: str) -> list[str]:
 
 
 def prod_raw() -> dict[str, Any]:
-    """prod with its secret key decrypted (a placeholder)."""
+    """prod with its secrets decrypted (placeholders)."""
     return with_placeholder_keys(stack_raw("prod"))
+
+
+# What prod's encrypted placeholders stand for, for tests without the engine.
+PLACEHOLDER_SECRETS = {
+    "vllmApiKey": "sk-vllm-PLACEHOLDER",
+    "kubeconfig": "apiVersion: v1\nkind: Config\nclusters:\n- name: prod\n  cluster:\n"
+                  "    server: https://k8s.prod.internal:6443\n",
+}
+FLEET_KEYS = ("vllmFleet", "kubeconfig", "vllmApiKey")
+
+
+def without_fleet(raw: dict[str, Any]) -> dict[str, Any]:
+    """raw without the vLLM fleet and what only it needs."""
+    return {key: value for key, value in raw.items() if key not in FLEET_KEYS}
 
 
 # prod's one inference host, as a path into its raw config.
@@ -58,7 +72,8 @@ def with_placeholder_keys(raw: dict[str, Any]) -> dict[str, Any]:
     """raw with DUMMY_KEY for every host that names no key file (the secrets decrypted)."""
     keys = {name: DUMMY_KEY for name, host in raw["inferenceHosts"].items()
             if "privateKeyPath" not in host.get("ssh", {})}
-    return {**raw, "sshPrivateKeys": keys} if keys else raw
+    secrets = {name: text for name, text in PLACEHOLDER_SECRETS.items() if name in raw}
+    return {**raw, **secrets, **({"sshPrivateKeys": keys} if keys else {})}
 
 
 def commented_example(stack: str, key: str) -> Any:
@@ -118,7 +133,8 @@ class RecordingMocks(pulumi.runtime.Mocks):
 
 
 @contextlib.contextmanager
-def mocked_stack(raw: dict[str, Any], secret_keys: Sequence[str] = ("spear-fleet:sshPrivateKeys",)
+def mocked_stack(raw: dict[str, Any], secret_keys: Sequence[str] = (
+                     "spear-fleet:sshPrivateKeys", "spear-fleet:kubeconfig", "spear-fleet:vllmApiKey")
                  ) -> Iterator[RecordingMocks]:
     """Pulumi mocks recording every resource, with `raw` as the `prod` stack's config."""
     mocks = RecordingMocks()

@@ -23,7 +23,8 @@ def types(mocks: RecordingMocks) -> dict[str, str]:
 
 def test_prod_declares_each_part_of_the_inference_host_each_with_its_own_type(prod_program):
     run_main()
-    assert types(prod_program) == {
+    host_parts = {name: kind for name, kind in types(prod_program).items() if name.startswith("reds")}
+    assert host_parts == {
         "reds": "spear:inference:InferenceHost",
         "reds-llama-server": "pulumi-python:dynamic/spear:LlamaServerBuild",
         "reds-model": "pulumi-python:dynamic/spear:ModelFiles",

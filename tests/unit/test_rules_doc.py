@@ -10,6 +10,7 @@ from pathlib import Path
 from policies.endpoints import RULES as ENDPOINT_RULES
 from policies.gateway import RULES as GATEWAY_RULES
 from policies.inference import RULES as INFERENCE_RULES
+from policies.kubernetes import RULES as KUBERNETES_RULES
 from tests.support.stack_files import REPO
 
 RULES_DOC = REPO / "docs" / "RULES.md"
@@ -53,6 +54,6 @@ def test_every_place_the_rules_doc_names_exists():
 
 def test_every_policy_of_the_pack_is_named_by_a_rule():
     named = {path for path, _ in references() if path.startswith("policies/")}
-    rules = [*INFERENCE_RULES, *ENDPOINT_RULES, *GATEWAY_RULES]
+    rules = [*INFERENCE_RULES, *ENDPOINT_RULES, *GATEWAY_RULES, *KUBERNETES_RULES]
     modules = {f"policies/{m.__name__.split('.', 1)[1].replace('.', '/')}.py" for m in rules}
     assert modules - named == set()

@@ -13,8 +13,9 @@ import pytest
 from config.checker import ConfigError
 from config.load import StackConfigError, load
 from config.schema import parse
-from config.types import API_KEY_NAMES, ApiKey, InlineKey, KeyFile, PodSsh, Vllm
-from tests.support.stack_files import DUMMY_KEY, commented_example, engine_config, prod_raw
+from config.types import API_KEY_NAMES, RUNPOD_API_KEY, VLLM_API_KEY, ApiKey, InlineKey, KeyFile, PodSsh, Vllm
+from tests.support.stack_files import (DUMMY_KEY, commented_example, encrypted_keys,
+                                       engine_config, prod_raw, without_fleet)
 from tests.support.config_cases import (DELETE, GPU_POD, POD, POD_SECRETS as SECRETS, REVISION, VLLM,
                                         allowed_for, changed, pod_raw, problem_line, run_program)
 
@@ -175,7 +176,7 @@ def test_a_pod_may_log_in_with_a_key_file():
 
 
 def test_a_stack_without_pods_has_none_and_needs_no_api_keys():
-    cfg = parse(prod_raw())
+    cfg = parse(without_fleet(prod_raw()))
     assert cfg.runpod_pods == {} and cfg.api_keys == {}
 
 
@@ -236,10 +237,12 @@ def test_loaded_keys_are_secret_outputs(mocks):
 
 
 def prod_example() -> dict[str, Any]:
-    """prod with its commented RunPod example uncommented (the encrypted keys as placeholders)."""
-    assert all(set(commented_example("prod", name)) == {"secure"} for name in API_KEY_NAMES)
+    """prod with its commented RunPod example uncommented (the encrypted keys as placeholders; the
+    vLLM key is prod's own, set for its fleet)."""
+    assert set(commented_example("prod", RUNPOD_API_KEY)) == {"secure"}
+    assert f"spear-fleet:{VLLM_API_KEY}" in encrypted_keys("prod")
     return {**prod_raw(), "runpod": commented_example("prod", "runpod"),
-            **{name: f"placeholder-{name}" for name in API_KEY_NAMES}}
+            RUNPOD_API_KEY: f"placeholder-{RUNPOD_API_KEY}"}
 
 
 def test_prods_commented_pod_example_parses_to_the_cookbooks_serve_command():

@@ -240,7 +240,8 @@ def test_the_launchers_and_set_up_scripts_are_shellcheck_clean():
     scripts = sorted(str(p.relative_to(REPO)) for p in [*REPO.glob("hosts/*/*.sh"),
                                                          *REPO.glob("scripts/*.sh"),
                                                          REPO / "scripts" / "up-local",
-                                                         REPO / "scripts" / "test"])
+                                                         REPO / "scripts" / "test",
+                                                         REPO / "scripts" / "rollback"])
     subprocess.run(["shellcheck", "-x", *scripts], cwd=REPO, check=True)
 
 

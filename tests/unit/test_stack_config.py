@@ -353,7 +353,8 @@ SECRET = ["spear-fleet:sshPrivateKeys"]
 
 
 def test_load_good_config_registers_the_program_resources(mocks):
-    loaded = run_program(engine_config(prod_raw()), SECRET)
+    loaded = run_program(engine_config(prod_raw()), [*SECRET, "spear-fleet:kubeconfig",
+                                                     "spear-fleet:vllmApiKey"])
     assert list(mocks.resources) == ["probe"]
     stack, key = loaded
     assert key == DUMMY_KEY

@@ -57,45 +57,15 @@ from typing import Any
 from fastapi import HTTPException
 from litellm.integrations.custom_logger import CustomLogger
 
-from spear.rules import CODER_MODEL, FRONTIER_MODEL
 from spear_gateway import metrics
 from spear_gateway.budget import ContractViolation, Ledger
 from spear_gateway.hatch import FleetFailure, fleet_failure
 from spear_gateway.pricing import Prices, output_limit, usage_usd, worst_case_usd
+from spear_gateway.settings import Settings
 
 log = logging.getLogger("spear_gateway")
 REQUEST_ID = "spear_request_id"  # the metadata field that carries the ledger's request id
 METADATA_FIELDS = ("litellm_metadata", "metadata")  # /v1/messages and /v1/responses use the first
-
-
-@dataclass(frozen=True)
-class Settings:
-    fleet_model: str
-    hatch_model: str
-    hatch_cap_usd: float
-    database_url: str | None
-    default_max_tokens: int
-
-    @classmethod
-    def from_environment(cls, env: dict[str, str]) -> Settings:
-        problems = []
-        cap = env.get("SPEAR_HATCH_MONTHLY_CAP_USD")
-        try:
-            cap_usd = float(cap) if cap is not None else None
-        except ValueError:
-            cap_usd = None
-        if cap_usd is None or not cap_usd >= 0 or cap_usd == float("inf"):
-            problems.append(f"SPEAR_HATCH_MONTHLY_CAP_USD={cap!r}: allowed is a number of USD >= 0")
-        limit = env.get("SPEAR_DEFAULT_MAX_TOKENS", "4096")
-        if not limit.isdigit() or int(limit) < 1:
-            problems.append(f"SPEAR_DEFAULT_MAX_TOKENS={limit!r}: allowed is an integer >= 1")
-        if problems:
-            raise ValueError("spear_gateway: " + "; ".join(problems))
-        return cls(fleet_model=env.get("SPEAR_FLEET_MODEL", CODER_MODEL),
-                   hatch_model=env.get("SPEAR_HATCH_MODEL", FRONTIER_MODEL),
-                   hatch_cap_usd=cap_usd,
-                   database_url=env.get("SPEAR_BUDGET_DATABASE_URL") or env.get("DATABASE_URL"),
-                   default_max_tokens=int(limit))
 
 
 @dataclass
@@ -152,30 +122,31 @@ def _refusal(status: int, kind: str, message: str) -> Refusal:
 class SpearGateway(CustomLogger):
     def __init__(self) -> None:
         super().__init__()
-        self._settings: Settings | None = None
+        # LiteLLM applies config.yaml's environment_variables before it loads callbacks
+        # (proxy_server.py load_config, 1.91.1 l.3952 then l.4082; 1.108.7 l.6392 then l.6537):
+        # a bad setting stops the proxy at start-up, naming the variable.
+        self.settings = Settings.from_environment(os.environ)
+        metrics.HATCH_CAP_USD.set(self.settings.hatch_cap_usd)
         self._store: Any = None
+        self._store_lock = asyncio.Lock()  # the first requests arrive together: one pool
         self._in_flight: dict[str, InFlight] = {}
 
-    # -- set-up: lazily, once LiteLLM has applied config.yaml's environment_variables --------
-
-    @property
-    def settings(self) -> Settings:
-        if self._settings is None:
-            self._settings = Settings.from_environment(dict(os.environ))
-            metrics.HATCH_CAP_USD.set(self._settings.hatch_cap_usd)
-        return self._settings
-
     async def store(self) -> Any:
-        if self._store is None:
-            settings = self.settings
-            if settings.database_url:
-                from spear_gateway.pg_store import PgStore
-                self._store = await asyncio.to_thread(PgStore, settings.database_url,
-                                                      settings.hatch_cap_usd)
-            else:  # config-only mode: one process, no keys, only the hatch's cap to keep
-                log.warning("spear_gateway: no database; the budget ledger lives in this process")
-                self._store = Ledger(hatch_cap_usd=settings.hatch_cap_usd)
+        async with self._store_lock:
+            if self._store is None:
+                await self._open_store()
         return self._store
+
+    async def _open_store(self) -> None:
+        settings = self.settings
+        if settings.database_url:
+            from spear_gateway.pg_store import PgStore
+            self._store = await asyncio.to_thread(PgStore, settings.database_url,
+                                                  settings.hatch_cap_usd)
+        else:  # config-only mode: one process, no keys, only the hatch's cap to keep
+            log.warning("spear_gateway: no database; the budget ledger lives in this process")
+            self._store = Ledger(hatch_cap_usd=settings.hatch_cap_usd)
+        metrics.HATCH_SPEND_USD.set(await self._hatch_spent(self._store))
 
     async def _call(self, method: str, *args: Any, **kwargs: Any) -> Any:
         store = await self.store()
@@ -323,10 +294,10 @@ class SpearGateway(CustomLogger):
             log.error("spear_gateway: %s; settling at the hold", e)
             await self._call("settle", request_id, min(key_usd, request.held_usd),
                              min(hatch_usd, request.hatch_held_usd))
-        metrics.HATCH_SPEND_USD.set(await self._hatch_spent())
+        metrics.HATCH_SPEND_USD.set(await self._hatch_spent(await self.store()))
 
-    async def _hatch_spent(self) -> float:
-        store = await self.store()
+    @staticmethod
+    async def _hatch_spent(store: Any) -> float:
         if isinstance(store, Ledger):
             return store.hatch_spent_usd
         return await asyncio.to_thread(lambda: store.hatch_spent_usd)

@@ -1,0 +1,125 @@
+"""The vLLM fleet on Kubernetes (seed 001 steps 2-3, 7-8, "How to run it in production", "How to
+maintain it"), with the real Kubernetes provider.
+
+One explicit provider from the stack's kubeconfig (a secret, a file, or the ambient one), so the
+fleet never lands on whatever cluster a shell happens to point at. The objects
+(components/vllm_fleet/manifests.py): the fleet's namespace; vLLM's API key as a Secret fed by
+the stack's Pulumi secret; the model-cache claim (and a static volume when the stack names a
+node path); the `stable` Deployment, and a `canary` Deployment beside it when declared, both
+selected by one Service; the rollout record, tenancy and alert-rule ConfigMaps; and the agent
+sandbox's namespace with default-deny egress and its allowlist.
+
+A new image tag or revision of a pair changes its Deployment's pod template: Kubernetes rolls it
+out (maxSurge 1, maxUnavailable 0) and pulumi-kubernetes waits until the rollout is Available.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components.vllm_fleet import alerts, manifests
+from config.types import VllmFleet as FleetConfig
+from spear import tokens, vllm
+from spear.fleet import CANARY, STABLE
+
+
+@dataclass
+class VllmFleetArgs:
+    config: FleetConfig
+    api_key: pulumi.Input[str]  # secret: what vLLM demands of its clients (VLLM_API_KEY)
+    kubeconfig: pulumi.Input[str] | None = None  # secret text; None: the config's file or ambient
+
+
+class VllmFleet(pulumi.ComponentResource):
+    def __init__(self, name: str, args: VllmFleetArgs,
+                 opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__(tokens.VLLM_FLEET, name, None, opts)
+        cfg = args.config
+        kubeconfig = args.kubeconfig if args.kubeconfig is not None else cfg.kubeconfig.path
+        # ConfigMaps and Secrets update in place: the rollout record changes on every promotion
+        # and the key may be rotated, and their names are fixed (a replacement would collide).
+        self.provider = k8s.Provider(f"{name}-cluster", kubeconfig=kubeconfig,
+                                     context=cfg.kubeconfig.context,
+                                     enable_config_map_mutable=True, enable_secret_mutable=True,
+                                     opts=pulumi.ResourceOptions(parent=self))
+        on_cluster = pulumi.ResourceOptions(parent=self, provider=self.provider)
+
+        def after(*resources: pulumi.Resource, **extra: Any) -> pulumi.ResourceOptions:
+            return pulumi.ResourceOptions.merge(on_cluster, pulumi.ResourceOptions(
+                depends_on=list(resources), **extra))
+
+        self.namespace = k8s.core.v1.Namespace(
+            f"{name}-namespace", metadata={"name": cfg.namespace}, opts=on_cluster)
+        self.api_key = k8s.core.v1.Secret(
+            f"{name}-api-key",
+            metadata={"name": manifests.API_KEY_SECRET, "namespace": cfg.namespace},
+            string_data={vllm.API_KEY_ENV: pulumi.Output.secret(args.api_key)},
+            type="Opaque", opts=after(self.namespace))
+        volume = manifests.model_cache_volume(cfg)
+        self.model_cache_volume = None if volume is None else k8s.core.v1.PersistentVolume(
+            f"{name}-model-cache-volume", **volume, opts=on_cluster)
+        claim = manifests.model_cache_claim(cfg)
+        self.model_cache = k8s.core.v1.PersistentVolumeClaim(
+            f"{name}-model-cache", **claim,
+            opts=after(self.namespace, *([self.model_cache_volume] if self.model_cache_volume else []),
+                       # A fixed name: a replacement (a new size or class) deletes the old first.
+                       delete_before_replace=True))
+        self.rollout = k8s.core.v1.ConfigMap(f"{name}-rollout", **manifests.rollout_record(cfg),
+                                             opts=after(self.namespace))
+        self.tenancy = k8s.core.v1.ConfigMap(f"{name}-tenancy", **manifests.tenancy(cfg),
+                                             opts=after(self.namespace))
+        self.alert_rules = k8s.core.v1.ConfigMap(
+            f"{name}-alerts", **manifests.alert_rules(
+                cfg, alerts.render(cfg.alerts, cfg.vllm.served_model_name), alerts.RULES_FILE),
+            opts=after(self.namespace))
+        pod_inputs = (self.api_key, self.model_cache)
+        self.stable = k8s.apps.v1.Deployment(
+            f"{name}-{STABLE}",
+            **manifests.deployment(cfg, STABLE, cfg.stable, cfg.replicas),
+            opts=after(*pod_inputs))
+        self.canary = None if cfg.canary is None else k8s.apps.v1.Deployment(
+            f"{name}-{CANARY}",
+            **manifests.deployment(cfg, CANARY, cfg.canary.pair, cfg.canary.replicas),
+            opts=after(*pod_inputs))
+        self.service = k8s.core.v1.Service(f"{name}-service", **manifests.service(cfg),
+                                           opts=after(self.namespace))
+
+        self.sandbox: list[pulumi.Resource] = []
+        if cfg.agent_sandbox:
+            sandbox = cfg.agent_sandbox
+            namespace = k8s.core.v1.Namespace(f"{name}-agents",
+                                              **manifests.sandbox_namespace(sandbox), opts=on_cluster)
+            self.sandbox = [
+                namespace,
+                k8s.networking.v1.NetworkPolicy(f"{name}-agents-deny-egress",
+                                                **manifests.deny_egress(sandbox),
+                                                opts=after(namespace)),
+                k8s.networking.v1.NetworkPolicy(f"{name}-agents-allow-egress",
+                                                **manifests.allow_egress(sandbox),
+                                                opts=after(namespace)),
+            ]
+
+        canary_replicas = cfg.canary.replicas if cfg.canary else 0
+        self.outputs: dict[str, Any] = {
+            "namespace": cfg.namespace,
+            # The gateway's `coder` route targets this (OpenAI-compatible, /v1).
+            "endpoint": f"http://{manifests.SERVICE}.{cfg.namespace}.svc.cluster.local:{cfg.vllm.port}/v1",
+            "served_model_name": cfg.vllm.served_model_name,
+            "stable": {"image": cfg.image_ref(cfg.stable), "revision": cfg.stable.revision,
+                       "replicas": cfg.replicas},
+            "canary": None if cfg.canary is None else {
+                "image": cfg.image_ref(cfg.canary.pair), "revision": cfg.canary.pair.revision,
+                "replicas": cfg.canary.replicas,
+                # One Service over both tracks: requests split by ready pods.
+                "share": round(canary_replicas / (canary_replicas + cfg.replicas), 4)},
+            "previous": None if cfg.previous is None else {
+                "image": cfg.image_ref(cfg.previous), "revision": cfg.previous.revision},
+            "stable_ready_replicas": self.stable.status.apply(
+                lambda status: status.ready_replicas if status else None),
+            "agent_namespace": cfg.agent_sandbox.namespace if cfg.agent_sandbox else None,
+        }
+        self.register_outputs(self.outputs)

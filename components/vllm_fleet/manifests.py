@@ -1,0 +1,192 @@
+"""The fleet's Kubernetes objects as plain mappings, rendered from the typed config (pure).
+
+The component (components/vllm_fleet/__init__.py) hands these to pulumi-kubernetes; the policy
+pack reads the same shapes back from the preview. Names are fixed (not auto-named): the policies
+link a NetworkPolicy to its namespace and a Deployment to the rollout record by name, which an
+auto-name would leave unknown at preview.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from config.types import AgentSandbox, EgressTarget, ServingPair, VllmFleet
+from spear import rollout_gate, vllm
+from spear.fleet import (AGENT_SANDBOX, ALERTS, APP, CACHE_SALT, CANARY_JSON, ENGINE_VERSION,
+                         PART, PREVIOUS_JSON, PRIORITIES, RECORDS_JSON, REVISION, ROLE, ROLLOUT,
+                         STABLE_JSON, TENANCY, TRACK)
+
+API_KEY_SECRET = "vllm-api-key"
+MODEL_CACHE = "vllm-model-cache"
+SERVICE = APP
+CACHE_MOUNT = "/root/.cache/huggingface"  # where vLLM keeps the downloaded weights
+# kwok's fake nodes (tests) carry this taint; real GPU nodes commonly carry the GPU one.
+FAKE_NODE_TAINT = {"key": "kwok.x-k8s.io/node", "operator": "Equal", "value": "fake",
+                   "effect": "NoSchedule"}
+GPU_TAINT = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+GPU = "nvidia.com/gpu"
+HEALTH = "/health"
+# Downloading and loading ~80 GB of weights takes a while: the startup probe allows an hour
+# before liveness takes over.
+STARTUP_SECONDS = 3600
+PROBE_PERIOD = 10
+
+
+def labels(track: str) -> dict[str, str]:
+    return {"app": APP, TRACK: track, "app.kubernetes.io/part-of": "spear-fleet"}
+
+
+def deployment_name(track: str) -> str:
+    return f"{APP}-{track}"
+
+
+def deployment(fleet: VllmFleet, track: str, pair: ServingPair, replicas: int) -> dict[str, Any]:
+    """The Deployment of one track (stable or canary): the pair's image and revision, the fleet's
+    serve settings; the key from the Secret, never on the command line."""
+    port = fleet.vllm.port
+    probe = {"httpGet": {"path": HEALTH, "port": "http"}, "periodSeconds": PROBE_PERIOD}
+    pod_labels = labels(track)
+    tolerations = [GPU_TAINT, *([FAKE_NODE_TAINT] if fleet.tolerate_fake_nodes else [])]
+    return {
+        "metadata": {"name": deployment_name(track), "namespace": fleet.namespace,
+                     "labels": pod_labels,
+                     "annotations": {ENGINE_VERSION: pair.tag, REVISION: pair.revision}},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": APP, TRACK: track}},
+            # Never below the declared capacity during a rollout: one extra pod at a time.
+            "strategy": {"type": "RollingUpdate",
+                         "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
+            "template": {
+                "metadata": {"labels": pod_labels, "annotations": {
+                    "prometheus.io/scrape": "true", "prometheus.io/port": str(port),
+                    "prometheus.io/path": "/metrics",
+                    ENGINE_VERSION: pair.tag, REVISION: pair.revision}},
+                "spec": {
+                    "tolerations": tolerations,
+                    "containers": [{
+                        "name": "vllm",
+                        "image": fleet.image_ref(pair),
+                        "command": vllm.command_line(fleet.serve(pair)),
+                        "ports": [{"name": "http", "containerPort": port}],
+                        "env": [{"name": vllm.API_KEY_ENV, "valueFrom": {"secretKeyRef": {
+                            "name": API_KEY_SECRET, "key": vllm.API_KEY_ENV}}}],
+                        "resources": {"limits": {GPU: str(fleet.vllm.tensor_parallel_size)},
+                                      "requests": {GPU: str(fleet.vllm.tensor_parallel_size)}},
+                        "startupProbe": {**probe,
+                                         "failureThreshold": STARTUP_SECONDS // PROBE_PERIOD},
+                        "readinessProbe": {**probe, "failureThreshold": 3},
+                        "livenessProbe": {**probe, "failureThreshold": 6},
+                        "volumeMounts": [{"name": "model-cache", "mountPath": CACHE_MOUNT},
+                                         {"name": "dshm", "mountPath": "/dev/shm"}],
+                    }],
+                    "volumes": [
+                        {"name": "model-cache",
+                         "persistentVolumeClaim": {"claimName": MODEL_CACHE}},
+                        # Tensor parallelism shares tensors between GPU workers through /dev/shm.
+                        {"name": "dshm", "emptyDir": {"medium": "Memory"}},
+                    ],
+                },
+            },
+        },
+    }
+
+
+def service(fleet: VllmFleet) -> dict[str, Any]:
+    """One Service for both tracks: a canary takes its share of requests by its replica count."""
+    return {"metadata": {"name": SERVICE, "namespace": fleet.namespace, "labels": {"app": APP}},
+            "spec": {"selector": {"app": APP},
+                     "ports": [{"name": "http", "port": fleet.vllm.port, "targetPort": "http"}]}}
+
+
+def model_cache_claim(fleet: VllmFleet) -> dict[str, Any]:
+    cache = fleet.model_cache
+    spec: dict[str, Any] = {"accessModes": [cache.access_mode],
+                            "resources": {"requests": {"storage": cache.size}}}
+    if cache.host_path:  # bound to the fleet's own static volume
+        spec.update(storageClassName="", volumeName=model_cache_volume_name(fleet))
+    elif cache.storage_class:
+        spec["storageClassName"] = cache.storage_class
+    return {"metadata": {"name": MODEL_CACHE, "namespace": fleet.namespace}, "spec": spec}
+
+
+def model_cache_volume_name(fleet: VllmFleet) -> str:
+    return f"{fleet.namespace}-{MODEL_CACHE}"
+
+
+def model_cache_volume(fleet: VllmFleet) -> dict[str, Any] | None:
+    """A static volume on the node's disk, for a cluster without a provisioner (modelCache.hostPath)."""
+    cache = fleet.model_cache
+    if not cache.host_path:
+        return None
+    return {"metadata": {"name": model_cache_volume_name(fleet)},
+            "spec": {"capacity": {"storage": cache.size}, "accessModes": [cache.access_mode],
+                     "storageClassName": "", "persistentVolumeReclaimPolicy": "Retain",
+                     "hostPath": {"path": cache.host_path, "type": "DirectoryOrCreate"},
+                     "claimRef": {"namespace": fleet.namespace, "name": MODEL_CACHE}}}
+
+
+def _pair_json(pair: ServingPair | None) -> str:
+    return json.dumps(None if pair is None else {"tag": pair.tag, "digest": pair.digest,
+                                                 "model": pair.model, "revision": pair.revision})
+
+
+def rollout_record(fleet: VllmFleet) -> dict[str, Any]:
+    """The rollout state the gate policy reads: the pairs and the gate records, with each
+    record's verdict (spear/rollout_gate.py) for whoever reads the cluster."""
+    records = [{**r.to_json(), "failures": rollout_gate.failures(r)} for r in fleet.gate_records]
+    return {"metadata": {"name": f"{APP}-rollout", "namespace": fleet.namespace,
+                         "labels": {PART: ROLLOUT}},
+            "data": {STABLE_JSON: _pair_json(fleet.stable),
+                     PREVIOUS_JSON: _pair_json(fleet.previous),
+                     CANARY_JSON: _pair_json(fleet.canary.pair if fleet.canary else None),
+                     RECORDS_JSON: json.dumps(records, sort_keys=True)}}
+
+
+def tenancy(fleet: VllmFleet) -> dict[str, Any]:
+    """What the gateway injects on requests to this fleet (seed 001 "How to run it in
+    production"): the cache_salt scope, and the priorities when vLLM schedules by them."""
+    priorities = vllm.PRIORITIES if fleet.vllm.scheduling_priority else {}
+    return {"metadata": {"name": f"{APP}-tenancy", "namespace": fleet.namespace,
+                         "labels": {PART: TENANCY}},
+            "data": {CACHE_SALT: fleet.cache_salt, PRIORITIES: json.dumps(priorities)}}
+
+
+def alert_rules(fleet: VllmFleet, text: str, file_name: str) -> dict[str, Any]:
+    return {"metadata": {"name": f"{APP}-alerts", "namespace": fleet.namespace,
+                         "labels": {PART: ALERTS, "prometheus.io/rules": "true"}},
+            "data": {file_name: text}}
+
+
+# ---------------------------------------------------------------------------------------------
+# The agent sandbox (seed 001 step 7): default-deny egress, then exactly the gateway and the
+# package mirrors, and DNS.
+
+DENY_EGRESS = "default-deny-egress"
+ALLOW_EGRESS = "allow-egress"
+
+
+def sandbox_namespace(sandbox: AgentSandbox) -> dict[str, Any]:
+    return {"metadata": {"name": sandbox.namespace, "labels": {ROLE: AGENT_SANDBOX}}}
+
+
+def deny_egress(sandbox: AgentSandbox) -> dict[str, Any]:
+    """Every pod of the namespace, no egress rule: nothing leaves unless another policy allows it."""
+    return {"metadata": {"name": DENY_EGRESS, "namespace": sandbox.namespace},
+            "spec": {"podSelector": {}, "policyTypes": ["Egress"]}}
+
+
+def _to(target: EgressTarget) -> dict[str, Any]:
+    return {"to": [{"ipBlock": {"cidr": target.cidr}}],
+            "ports": [{"protocol": "TCP", "port": port} for port in target.ports]}
+
+
+def allow_egress(sandbox: AgentSandbox) -> dict[str, Any]:
+    dns = {"to": [{"namespaceSelector": {"matchLabels": {
+               "kubernetes.io/metadata.name": "kube-system"}},
+                   "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}}],
+           "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]}
+    return {"metadata": {"name": ALLOW_EGRESS, "namespace": sandbox.namespace},
+            "spec": {"podSelector": {}, "policyTypes": ["Egress"],
+                     "egress": [_to(sandbox.gateway), *(_to(m) for m in sandbox.mirrors), dns]}}

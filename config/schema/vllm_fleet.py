@@ -1,0 +1,347 @@
+"""`vllmFleet` and `kubeconfig`: the vLLM fleet on Kubernetes (seed 001 steps 2-3, 7-8, "How to
+run it in production", "How to maintain it").
+
+The fleet serves one `stable` (image tag, model revision) pair, optionally a `canary` pair
+beside it behind the same Service, and keeps the `previous` stable pair declared so that a
+rollback is one `pulumi up`. A promotion (stable moved off the previous pair) is refused here,
+before anything is registered, unless `rolloutGate` records a passing gate result for exactly
+the new pair (spear/rollout_gate.py; the policy pack checks the same on the preview). vLLM's
+API key is the stack's `vllmApiKey` secret (config/schema/runpod.py reads it).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from config.checker import MISSING, Checker, get
+from config.types import (ACCESS_MODES, AMBIENT, CACHE_SALT_SCOPES, AgentSandbox, Alerts, Canary,
+                          EgressTarget, GateRecord, Kubeconfig, ModelCache, ServingPair, Vllm,
+                          VllmFleet)
+from config.schema.runpod import _HF_REPO, _SERVED_NAME
+from spear import rollout_gate
+from spear.rules import COMMIT, COMMIT_TEXT, IMAGE, IMAGE_DIGEST, IMAGE_TAG, UNPINNED_TAG
+from spear.vllm import GPU_MEMORY_UTILIZATION
+
+KEYS = ("vllmFleet", "kubeconfig")
+OBJECT_KEYS = ("vllmFleet",)
+SECRET = "secret"  # vllmFleet.kubeconfig: the text of the stack's `kubeconfig` secret
+
+_FLEET_KEYS = ("kubeconfig", "context", "namespace", "tolerateFakeNodes", "image",
+               "servedModelName", "stable", "previous", "canary", "replicas",
+               "tensorParallelSize", "maxModelLen", "gpuMemoryUtilization", "port",
+               "schedulingPriority", "tenancy", "modelCache", "agentSandbox", "observability",
+               "rolloutGate")
+_PAIR_KEYS = ("tag", "digest", "model", "revision")
+_RECORD_KEYS = ("pin", "toolCalls", "pairedEval", "latency")
+_ALERT_KEYS = ("preemptionsPerHour", "ttftP95Seconds", "prefixCacheHitRateMin",
+               "hatchEscalationsPerHour", "hatchSpendAlertUsd", "hatchCapUsd")
+# A DNS-1123 label: what Kubernetes allows as a namespace name.
+_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+_LABEL_TEXT = "a DNS-1123 label (lowercase letters, digits, '-'; at most 63)"
+_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
+_QUANTITY = re.compile(r"[1-9][0-9]*(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?")
+_CONTEXT = re.compile(r"[A-Za-z0-9][A-Za-z0-9@._:/-]*")
+_VERSION = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}")
+_VERSION_TEXT = "a version (letters, digits, '.', '_', '+', '-')"
+_KUBECONFIG_TEXT = (f"{AMBIENT} ($KUBECONFIG or ~/.kube/config of whoever runs pulumi), {SECRET}"
+                    " (the stack's `kubeconfig` secret) or the absolute path of a kubeconfig file")
+
+
+def parse(check: Checker, value: Any, kubeconfig_secret: Any) -> VllmFleet | None:
+    """The fleet, or None when the stack declares none (or after its problems are recorded)."""
+    if value is MISSING:
+        if kubeconfig_secret is not MISSING:
+            check.report("kubeconfig", "a secret", "nothing without vllmFleet (it is the fleet's"
+                         " cluster credentials)")
+        return None
+    start = check.mark()
+    fleet = check.obj("vllmFleet", value, _FLEET_KEYS)
+    if fleet is None:
+        return None
+    k = "vllmFleet"
+    kubeconfig = _kubeconfig(check, get(fleet, "kubeconfig"), get(fleet, "context"),
+                             kubeconfig_secret)
+    tp = check.integer(f"{k}.tensorParallelSize", get(fleet, "tensorParallelSize"), 1, default=1)
+    gpu_memory = check.number(f"{k}.gpuMemoryUtilization", get(fleet, "gpuMemoryUtilization"), 0,
+                              1, default=float(GPU_MEMORY_UTILIZATION), lo_open=True)
+    stable = _pair(check, f"{k}.stable", get(fleet, "stable"))
+    previous = (None if get(fleet, "previous") is MISSING
+                else _pair(check, f"{k}.previous", get(fleet, "previous")))
+    canary = _canary(check, f"{k}.canary", get(fleet, "canary"))
+    vllm = Vllm(
+        model=stable.model if stable else "",
+        revision=stable.revision if stable else "",
+        served_model_name=check.pattern(f"{k}.servedModelName", get(fleet, "servedModelName"),
+                                        _SERVED_NAME,
+                                        "a model name (letters, digits, '.', '_', '-'; at most 64)"),
+        tensor_parallel_size=tp,
+        max_model_len=check.integer(f"{k}.maxModelLen", get(fleet, "maxModelLen"), 1,
+                                    note="no default: state it in the stack"),
+        port=check.port(f"{k}.port", get(fleet, "port"), 8000),
+        gpu_memory_utilization=f"{gpu_memory:.2f}" if gpu_memory else GPU_MEMORY_UTILIZATION,
+        scheduling_priority=check.boolean(f"{k}.schedulingPriority",
+                                          get(fleet, "schedulingPriority"), False),
+    )
+    records = _records(check, f"{k}.rolloutGate", get(fleet, "rolloutGate"))
+    result = VllmFleet(
+        kubeconfig=kubeconfig,
+        namespace=check.pattern(f"{k}.namespace", get(fleet, "namespace"), _LABEL, _LABEL_TEXT,
+                                default="vllm"),
+        tolerate_fake_nodes=check.boolean(f"{k}.tolerateFakeNodes", get(fleet, "tolerateFakeNodes"),
+                                          False),
+        image=check.text(f"{k}.image", get(fleet, "image"), _repository,
+                         "an image repository without tag or digest (stable.tag and"
+                         " stable.digest pin it)", default="vllm/vllm-openai"),
+        stable=stable,
+        previous=previous,
+        canary=canary,
+        replicas=check.integer(f"{k}.replicas", get(fleet, "replicas"), 1, default=1),
+        vllm=vllm,
+        cache_salt=_tenancy(check, f"{k}.tenancy", get(fleet, "tenancy")),
+        model_cache=_model_cache(check, f"{k}.modelCache", get(fleet, "modelCache")),
+        agent_sandbox=_agent_sandbox(check, f"{k}.agentSandbox", get(fleet, "agentSandbox")),
+        alerts=_alerts(check, f"{k}.observability", get(fleet, "observability")),
+        gate_records=records,
+    )
+    if not check.clean_since(start):
+        return None
+    _check_rollout(check, result)
+    return result if check.clean_since(start) else None
+
+
+def _kubeconfig(check: Checker, value: Any, context: Any, secret: Any) -> Kubeconfig | None:
+    key = "vllmFleet.kubeconfig"
+    where = check.text(key, value, _kubeconfig_form, _KUBECONFIG_TEXT, default=AMBIENT)
+    ctx = (None if context is MISSING else
+           check.pattern("vllmFleet.context", context, _CONTEXT, "a kubeconfig context name"))
+    if where == SECRET:
+        if secret is MISSING:
+            check.report("kubeconfig", "nothing", "a secret (required with vllmFleet.kubeconfig:"
+                         " secret): pulumi config set --secret kubeconfig < kubeconfig.yaml")
+            return None
+        if not isinstance(secret, str) or "clusters" not in secret:
+            check.report("kubeconfig", "a secret that is not a kubeconfig",
+                         "a kubeconfig (YAML with clusters, users and contexts)")
+            return None
+        return Kubeconfig(secret_text=secret, path=None, context=ctx)
+    if secret is not MISSING:
+        check.report("kubeconfig", "a secret the fleet does not use",
+                     f"nothing unless vllmFleet.kubeconfig is {SECRET}")
+    if where is None:
+        return None
+    return Kubeconfig(secret_text=None, path=None if where == AMBIENT else where, context=ctx)
+
+
+def _kubeconfig_form(value: str) -> str | None:
+    if value in (AMBIENT, SECRET):
+        return value
+    path = os.path.expanduser(value)
+    return path if os.path.isabs(path) and "\n" not in path else None
+
+
+def _repository(value: str) -> str | None:
+    match = IMAGE.fullmatch(value)
+    return value if match and not match["tag"] and not match["digest"] else None
+
+
+def _pair(check: Checker, key: str, value: Any,
+          allowed_keys: tuple[str, ...] = _PAIR_KEYS) -> ServingPair | None:
+    start = check.mark()
+    pair = check.obj(key, value, allowed_keys)
+    if pair is None:
+        return None
+    tag = check.text(f"{key}.tag", get(pair, "tag"),
+                     lambda v: v if IMAGE_TAG.fullmatch(v) and v != UNPINNED_TAG else None,
+                     "an image tag naming the engine version, e.g. v0.24.0 (not latest: it moves)")
+    digest = (None if get(pair, "digest") is MISSING else
+              check.pattern(f"{key}.digest", get(pair, "digest"), IMAGE_DIGEST,
+                            "sha256:<64 lowercase hex> (the image's digest)"))
+    model = check.pattern(f"{key}.model", get(pair, "model"), _HF_REPO,
+                          "a Hugging Face repository id (<owner>/<name>)")
+    revision = check.pattern(f"{key}.revision", get(pair, "revision"), COMMIT,
+                             COMMIT_TEXT.replace("a commit id", "the model repository's commit id"))
+    return ServingPair(tag, digest, model, revision) if check.clean_since(start) else None
+
+
+def _canary(check: Checker, key: str, value: Any) -> Canary | None:
+    if value is MISSING:
+        return None
+    replicas = (check.integer(f"{key}.replicas", value.get("replicas", MISSING), 1, default=1)
+                if isinstance(value, Mapping) else None)
+    pair = _pair(check, key, value, (*_PAIR_KEYS, "replicas"))
+    return Canary(pair, replicas) if pair and replicas else None
+
+
+def _tenancy(check: Checker, key: str, value: Any) -> str | None:
+    tenancy = check.obj(key, value, ("cacheSalt",), required=False)
+    if tenancy is None:
+        return None
+    return check.choice(f"{key}.cacheSalt", get(tenancy, "cacheSalt"), CACHE_SALT_SCOPES,
+                        default="team")
+
+
+def _model_cache(check: Checker, key: str, value: Any) -> ModelCache | None:
+    start = check.mark()
+    cache = check.obj(key, value, ("size", "storageClass", "accessMode", "hostPath"))
+    if cache is None:
+        return None
+    host_path = (None if get(cache, "hostPath") is MISSING else
+                 check.text(f"{key}.hostPath", get(cache, "hostPath"),
+                            lambda v: v if v.startswith("/") and v != "/" and "\n" not in v else None,
+                            "an absolute path on the node other than /"))
+    result = ModelCache(
+        size=check.pattern(f"{key}.size", get(cache, "size"), _QUANTITY,
+                           "a Kubernetes quantity, e.g. 200Gi (room for the weights)"),
+        storage_class=(None if get(cache, "storageClass") is MISSING else
+                       check.pattern(f"{key}.storageClass", get(cache, "storageClass"), _SUBDOMAIN,
+                                     "a storage class name")),
+        access_mode=check.choice(f"{key}.accessMode", get(cache, "accessMode"), ACCESS_MODES,
+                                 default="ReadWriteMany"),
+        host_path=host_path,
+    )
+    return result if check.clean_since(start) else None
+
+
+def _target(check: Checker, key: str, name: str, value: Any) -> EgressTarget | None:
+    start = check.mark()
+    target = check.obj(key, value, ("cidr", "ports"))
+    if target is None:
+        return None
+    cidr = check.text(f"{key}.cidr", get(target, "cidr"), _network,
+                      "an IP network, e.g. 10.0.0.5/32 (a NetworkPolicy allows addresses, not"
+                      " names)")
+    ports_value = get(target, "ports")
+    ports: list[int] = []
+    if not isinstance(ports_value, list) or not ports_value:
+        check.fail(f"{key}.ports", ports_value, "a non-empty list of TCP ports"
+                   + (" (required)" if ports_value is MISSING else ""))
+    else:
+        ports = [check.port(f"{key}.ports[{i}]", port) for i, port in enumerate(ports_value)]
+    return EgressTarget(name, cidr, tuple(ports)) if check.clean_since(start) else None
+
+
+def _network(value: str) -> str | None:
+    try:
+        return str(ipaddress.ip_network(value, strict=True))
+    except ValueError:
+        return None
+
+
+def _agent_sandbox(check: Checker, key: str, value: Any) -> AgentSandbox | None:
+    if value is MISSING:
+        return None
+    start = check.mark()
+    sandbox = check.obj(key, value, ("namespace", "gateway", "mirrors"))
+    if sandbox is None:
+        return None
+    mirrors = check.named_map(f"{key}.mirrors", get(sandbox, "mirrors"), "a package mirror",
+                              required=False)
+    result = AgentSandbox(
+        namespace=check.pattern(f"{key}.namespace", get(sandbox, "namespace"), _LABEL, _LABEL_TEXT,
+                                default="agents"),
+        gateway=_target(check, f"{key}.gateway", "gateway", get(sandbox, "gateway")),
+        mirrors=tuple(_target(check, f"{key}.mirrors.{name}", name, item)
+                      for name, item in (mirrors or {}).items()),
+    )
+    return result if check.clean_since(start) else None
+
+
+def _alerts(check: Checker, key: str, value: Any) -> Alerts | None:
+    start = check.mark()
+    alerts = check.obj(key, value, _ALERT_KEYS)
+    if alerts is None:
+        return None
+    cap = check.number(f"{key}.hatchCapUsd", get(alerts, "hatchCapUsd"), 0,
+                       note="the hatch's hard monthly budget, as finance was told")
+    spend_alert = check.number(f"{key}.hatchSpendAlertUsd", get(alerts, "hatchSpendAlertUsd"), 0,
+                               default=round(cap * 0.8, 2) if cap else None)
+    if cap is not None and spend_alert is not None and cap > 0 and spend_alert >= cap:
+        check.fail(f"{key}.hatchSpendAlertUsd", get(alerts, "hatchSpendAlertUsd"),
+                   f"a number below hatchCapUsd ({cap:g}): the alert comes before the cap, not at"
+                   " it (seed 001 'Budget hygiene')")
+    result = Alerts(
+        preemptions_per_hour=check.integer(f"{key}.preemptionsPerHour",
+                                           get(alerts, "preemptionsPerHour"), 0, default=30),
+        ttft_p95_seconds=check.number(f"{key}.ttftP95Seconds", get(alerts, "ttftP95Seconds"), 0,
+                                      default=2.0, lo_open=True),
+        prefix_cache_hit_rate_min=check.number(f"{key}.prefixCacheHitRateMin",
+                                               get(alerts, "prefixCacheHitRateMin"), 0, 1,
+                                               default=0.3),
+        hatch_escalations_per_hour=check.integer(f"{key}.hatchEscalationsPerHour",
+                                                 get(alerts, "hatchEscalationsPerHour"), 1,
+                                                 default=20),
+        hatch_spend_alert_usd=spend_alert,
+        hatch_cap_usd=cap,
+    )
+    return result if check.clean_since(start) else None
+
+
+def _records(check: Checker, key: str, value: Any) -> tuple[GateRecord, ...]:
+    records = check.named_map(key, value, "a gate record", required=False)
+    return tuple(record for name, item in (records or {}).items()
+                 if (record := _record(check, f"{key}.{name}", name, item)) is not None)
+
+
+def _record(check: Checker, key: str, name: str, value: Any) -> GateRecord | None:
+    start = check.mark()
+    record = check.obj(key, value, _RECORD_KEYS)
+    if record is None:
+        return None
+    pin = check.obj(f"{key}.pin", get(record, "pin"),
+                    ("engineVersion", "model", "revision", "gatewayVersion", "harnessVersions"))
+    calls = check.obj(f"{key}.toolCalls", get(record, "toolCalls"), ("passed", "total"))
+    paired = check.obj(f"{key}.pairedEval", get(record, "pairedEval"), ("b", "c", "alpha"))
+    latency = check.obj(f"{key}.latency", get(record, "latency"),
+                        ("ttftSeconds", "ttftSloSeconds", "itlSeconds", "itlSloSeconds"))
+    if None in (pin, calls, paired, latency):
+        return None
+    harnesses = check.named_map(f"{key}.pin.harnessVersions", get(pin, "harnessVersions"),
+                                "a harness version (e.g. claude-code: 2.1.3)")
+    versions = tuple(sorted((h, check.pattern(f"{key}.pin.harnessVersions.{h}", v, _VERSION,
+                                              _VERSION_TEXT))
+                            for h, v in (harnesses or {}).items()))
+    passed = check.integer(f"{key}.toolCalls.passed", get(calls, "passed"), 0)
+    total = check.integer(f"{key}.toolCalls.total", get(calls, "total"), 1)
+    if passed is not None and total is not None and passed > total:
+        check.fail(f"{key}.toolCalls.passed", passed, f"at most toolCalls.total ({total})")
+    seconds = {name: check.number(f"{key}.latency.{name}", get(latency, name), 0, lo_open=True)
+               for name in ("ttftSeconds", "ttftSloSeconds", "itlSeconds", "itlSloSeconds")}
+    result = GateRecord(
+        name=name,
+        pin=rollout_gate.Pin(
+            engine_version=check.text(f"{key}.pin.engineVersion", get(pin, "engineVersion"),
+                                      lambda v: v if IMAGE_TAG.fullmatch(v) else None,
+                                      "the engine's image tag, e.g. v0.25.0"),
+            model=check.pattern(f"{key}.pin.model", get(pin, "model"), _HF_REPO,
+                                "a Hugging Face repository id (<owner>/<name>)"),
+            revision=check.pattern(f"{key}.pin.revision", get(pin, "revision"), COMMIT, COMMIT_TEXT),
+            gateway_version=check.pattern(f"{key}.pin.gatewayVersion", get(pin, "gatewayVersion"),
+                                          _VERSION, _VERSION_TEXT),
+            harness_versions=versions),
+        tool_calls_passed=passed, tool_calls_total=total,
+        b=check.integer(f"{key}.pairedEval.b", get(paired, "b"), 0),
+        c=check.integer(f"{key}.pairedEval.c", get(paired, "c"), 0),
+        alpha=check.number(f"{key}.pairedEval.alpha", get(paired, "alpha"), 0, 0.5, lo_open=True,
+                           note="pre-registered before the eval ran"),
+        ttft_seconds=seconds["ttftSeconds"], ttft_slo_seconds=seconds["ttftSloSeconds"],
+        itl_seconds=seconds["itlSeconds"], itl_slo_seconds=seconds["itlSloSeconds"],
+    )
+    return result if check.clean_since(start) else None
+
+
+def _check_rollout(check: Checker, fleet: VllmFleet) -> None:
+    """The canary differs from stable, and a promotion carries a passing gate record."""
+    if fleet.canary and fleet.canary.pair.key == fleet.stable.key:
+        check.fail("vllmFleet.canary", fleet.canary.pair.key,
+                   "a pair other than stable's: a canary tests a new engine or revision")
+    reasons = rollout_gate.promotion_refusals(
+        fleet.stable.key, fleet.previous.key if fleet.previous else None, fleet.gate_records)
+    if reasons:
+        check.report("vllmFleet.stable", f"a promotion to {rollout_gate.describe(fleet.stable.key)}"
+                     f" (previous: {rollout_gate.describe(fleet.previous.key)})",
+                     "the previous pair (a rollback), or a pair with a passing gate record in"
+                     " vllmFleet.rolloutGate (seed 001 step 8): " + "; ".join(reasons))

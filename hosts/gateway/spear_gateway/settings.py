@@ -1,0 +1,46 @@
+"""The hooks' settings, from the proxy's environment (config.yaml's environment_variables or the
+unit's): every problem reported at once, naming the variable and what is allowed."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Mapping
+
+from spear.rules import CODER_MODEL, FRONTIER_MODEL
+
+
+@dataclass(frozen=True)
+class Settings:
+    fleet_model: str
+    hatch_model: str
+    hatch_cap_usd: float
+    database_url: str | None
+    default_max_tokens: int
+
+    @classmethod
+    def from_environment(cls, env: Mapping[str, str]) -> Settings:
+        problems = []
+        cap = env.get("SPEAR_HATCH_MONTHLY_CAP_USD")
+        try:
+            cap_usd = float(cap) if cap is not None else None
+        except ValueError:
+            cap_usd = None
+        if cap_usd is None or not math.isfinite(cap_usd) or cap_usd < 0:
+            problems.append(f"SPEAR_HATCH_MONTHLY_CAP_USD={cap!r}: allowed is a number of USD >= 0")
+        limit = env.get("SPEAR_DEFAULT_MAX_TOKENS", "4096")
+        if not limit.isdigit() or int(limit) < 1:
+            problems.append(f"SPEAR_DEFAULT_MAX_TOKENS={limit!r}: allowed is an integer >= 1")
+        fleet = env.get("SPEAR_FLEET_MODEL", CODER_MODEL)
+        if fleet == env.get("SPEAR_HATCH_MODEL", FRONTIER_MODEL):
+            problems.append(f"SPEAR_HATCH_MODEL={fleet!r}: allowed is a model other than the"
+                            " fleet's (SPEAR_FLEET_MODEL)")
+        if problems:
+            raise ValueError("spear_gateway: " + "; ".join(problems))
+        return cls(fleet_model=env.get("SPEAR_FLEET_MODEL", CODER_MODEL),
+                   hatch_model=env.get("SPEAR_HATCH_MODEL", FRONTIER_MODEL),
+                   hatch_cap_usd=cap_usd,
+                   database_url=env.get("SPEAR_BUDGET_DATABASE_URL") or env.get("DATABASE_URL"),
+                   default_max_tokens=int(limit))
+
+

@@ -1,0 +1,10 @@
+//go:build tools
+
+// The commands built from this module; the blank imports keep their packages in go.mod.
+package tools
+
+import (
+	_ "k8s.io/kubernetes/cmd/kube-apiserver"
+	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
+	_ "k8s.io/kubernetes/cmd/kube-scheduler"
+)

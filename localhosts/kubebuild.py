@@ -1,0 +1,267 @@
+"""Builds what the local Kubernetes cluster runs, and the pulumi-kubernetes provider plugin, from Go
+modules (none of them can be downloaded as release binaries here).
+
+Each artifact is a folder `$SPEAR_CACHE/kubernetes/<name>-<key>/`, keyed by its recipe: the pinned
+modules (a go.mod + go.sum under localhosts/kube/, or a module version), the build flags, the Go
+version and RECIPE. It is built in a temporary folder beside it and renamed into place, so a
+folder that exists is complete and is reused as it is. CLI: scripts/setup-kubernetes.sh.
+
+The Go build and module caches are Go's own defaults (~/.cache/go-build, ~/go/pkg/mod), the ones
+scripts/setup-engine.sh fills: the provider shares the Pulumi SDK, gRPC and protobuf packages with
+the engine, so a cold machine compiles those once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from spear.cache import cache_dir
+
+# Bump when a build step below changes in a way the keyed inputs do not show.
+RECIPE = 1
+KUBE_MODULES = Path(__file__).resolve().parent / "kube"
+
+KUBERNETES_VERSION = "v1.37.2"
+CONTROL_PLANE = ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
+ETCD_MODULE = "go.etcd.io/etcd/server/v3"
+KWOK_MODULE = "sigs.k8s.io/kwok"
+# The only provider commit the Go module proxy serves: upstream tag v4.25.0 (PyPI
+# pulumi-kubernetes==4.25.0 in requirements.txt must match).
+PROVIDER_VERSION = "4.25.0"
+PROVIDER_MODULE = "github.com/pulumi/pulumi-kubernetes/provider/v4"
+PROVIDER_MODULE_VERSION = "v4.0.0-20260115033456-f47bc2d6f199"
+PROVIDER_SDK_MODULE = "github.com/pulumi/pulumi-kubernetes/sdk/v4"
+PROVIDER_BINARY = "pulumi-resource-kubernetes"
+# kwok's own stage configs (kustomize/stage in its module): nodes become Ready at once, pods go
+# through create, init containers, ready, complete and delete.
+KWOK_STAGES = ("kustomize/stage/node/fast", "kustomize/stage/pod/general")
+STAGES_FILE = "stages.yaml"
+
+
+class BuildError(RuntimeError):
+    pass
+
+
+def _say(message: str) -> None:
+    print(f"setup-kubernetes: {message}", file=sys.stderr, flush=True)
+
+
+def _go_env() -> dict[str, str]:
+    if not shutil.which("go"):
+        raise BuildError("needs Go (https://go.dev/dl) to build the Kubernetes binaries and provider plugin")
+    return dict(os.environ, CGO_ENABLED="0", GOWORK="off", GOFLAGS="-mod=readonly -trimpath -buildvcs=false")
+
+
+def _go(args: list[str], cwd: Path) -> str:
+    done = subprocess.run(["go", *args], cwd=cwd, env=_go_env(), capture_output=True, text=True)
+    if done.returncode != 0:
+        raise BuildError(f"go {' '.join(args)} failed in {cwd}:\n{done.stderr.strip()}")
+    return done.stdout
+
+
+def _key(*parts: str | bytes) -> str:
+    digest = hashlib.sha256()
+    for part in (str(RECIPE), _go(["env", "GOVERSION"], Path.cwd()).strip(), *parts):
+        data = part.encode() if isinstance(part, str) else part
+        digest.update(len(data).to_bytes(8, "big") + data)
+    return digest.hexdigest()[:16]
+
+
+def _module_files(folder: Path) -> list[bytes]:
+    return [(folder / name).read_bytes() for name in ("go.mod", "go.sum", "tools.go")]
+
+
+def _module_dir(module: str, version: str | None = None, cwd: Path | None = None) -> Path:
+    """The read-only source folder of a module in the module cache (downloaded if needed): at
+    `version`, or at the version the go.mod in `cwd` requires."""
+    spec = f"{module}@{version}" if version else module
+    info = json.loads(_go(["mod", "download", "-json", spec], cwd or Path(tempfile.gettempdir())))
+    return Path(info["Dir"])
+
+
+def _version_ldflags(prefixes: tuple[str, ...], version: str) -> str:
+    major, minor = version.lstrip("v").split(".")[:2]
+    stamps = []
+    for prefix in prefixes:
+        stamps += [f"-X {prefix}.gitVersion={version}", f"-X {prefix}.gitMajor={major}",
+                   f"-X {prefix}.gitMinor={minor}"]
+    return " ".join(["-s -w", *stamps])
+
+
+@dataclass(frozen=True)
+class Artifact:
+    """One cached build: `folder` holds `files` once it is complete."""
+
+    name: str
+    key: str
+    files: tuple[str, ...]
+    build: Callable[[Path], None]  # fills a temporary folder with `files`
+
+    @property
+    def folder(self) -> Path:
+        return cache_dir() / "kubernetes" / f"{self.name}-{self.key}"
+
+    def path(self, file: str) -> Path:
+        return self.folder / file
+
+    def ready(self) -> bool:
+        return all((self.folder / f).is_file() for f in self.files)
+
+    def ensure(self) -> Path:
+        if self.ready():
+            return self.folder
+        self.folder.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f"{self.folder.name}.tmp.", dir=self.folder.parent))
+        started = time.monotonic()
+        _say(f"building {self.name} (first time only; minutes on 2 cores)")
+        try:
+            self.build(tmp)
+            missing = [f for f in self.files if not (tmp / f).is_file()]
+            if missing:
+                raise BuildError(f"the {self.name} build made no {', '.join(missing)}")
+            tmp.chmod(0o755)
+            try:
+                tmp.rename(self.folder)  # complete folders only
+            except OSError:
+                if not self.ready():
+                    raise
+                # another set-up finished the same build first: keep that one
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        _say(f"built {self.name} in {time.monotonic() - started:.0f} s -> {self.folder}")
+        return self.folder
+
+
+def control_plane() -> Artifact:
+    folder = KUBE_MODULES / "kubernetes"
+    ldflags = _version_ldflags(("k8s.io/component-base/version", "k8s.io/client-go/pkg/version"),
+                               KUBERNETES_VERSION)
+
+    def build(out: Path) -> None:
+        _go(["build", "-ldflags", ldflags, "-o", f"{out}/",
+             *(f"k8s.io/kubernetes/cmd/{name}" for name in CONTROL_PLANE)], folder)
+
+    return Artifact("control-plane", _key(ldflags, *_module_files(folder)), CONTROL_PLANE, build)
+
+
+def etcd() -> Artifact:
+    folder = KUBE_MODULES / "etcd"
+
+    def build(out: Path) -> None:
+        _go(["build", "-ldflags", "-s -w", "-o", str(out / "etcd"), ETCD_MODULE], folder)
+
+    return Artifact("etcd", _key("-s -w", *_module_files(folder)), ("etcd",), build)
+
+
+def kwok() -> Artifact:
+    folder = KUBE_MODULES / "kwok"
+
+    def build(out: Path) -> None:
+        _go(["build", "-ldflags", "-s -w", "-o", str(out / "kwok"), f"{KWOK_MODULE}/cmd/kwok"], folder)
+        source = _module_dir(KWOK_MODULE, cwd=folder)
+        (out / STAGES_FILE).write_text(_kwok_stages(source))
+
+    return Artifact("kwok", _key("-s -w", STAGES_FILE, *KWOK_STAGES, *_module_files(folder)),
+                    ("kwok", STAGES_FILE), build)
+
+
+def _kwok_stages(source: Path) -> str:
+    """The stages of each kustomization in KWOK_STAGES, in its order, as one multi-document file."""
+    import yaml
+
+    documents = []
+    for stage_dir in KWOK_STAGES:
+        kustomization = yaml.safe_load((source / stage_dir / "kustomization.yaml").read_text())
+        documents += [(source / stage_dir / name).read_text().strip() for name in kustomization["resources"]]
+    return "\n---\n".join(documents) + "\n"
+
+
+def provider() -> Artifact:
+    ldflags = f"-s -w -X {PROVIDER_MODULE}/pkg/version.Version={PROVIDER_VERSION}"
+
+    def build(out: Path) -> None:
+        # The provider's go.mod replaces its SDK with ../sdk: a writable copy of the module with the
+        # SDK module beside it.
+        work = out / "src"
+        shutil.copytree(_module_dir(PROVIDER_MODULE, PROVIDER_MODULE_VERSION), work / "provider")
+        shutil.copytree(_module_dir(PROVIDER_SDK_MODULE, f"v{PROVIDER_VERSION}"), work / "sdk")
+        for copy in (work / "provider", work / "sdk"):
+            for path in (copy, *copy.rglob("*")):
+                path.chmod(path.stat().st_mode | 0o200)
+        cmd = work / "provider" / "cmd" / PROVIDER_BINARY
+        # What upstream's `go generate` does: the two files the binary embeds, gitignored upstream.
+        schema = json.loads((cmd / "schema.json").read_text())
+        schema["version"] = PROVIDER_VERSION
+        (cmd / "schema-embed.json").write_text(json.dumps(schema, separators=(",", ":")))
+        mapping = json.loads((cmd / "terraform-mapping.json").read_text())
+        (cmd / "terraform-mapping-embed.json").write_text(json.dumps(mapping, separators=(",", ":")))
+        _go(["build", "-ldflags", ldflags, "-o", str(out / PROVIDER_BINARY), f"./cmd/{PROVIDER_BINARY}"],
+            work / "provider")
+        shutil.rmtree(work)
+
+    key = _key(ldflags, f"{PROVIDER_MODULE}@{PROVIDER_MODULE_VERSION}",
+               f"{PROVIDER_SDK_MODULE}@v{PROVIDER_VERSION}", "schema-embed.json terraform-mapping-embed.json")
+    return Artifact("provider", key, (PROVIDER_BINARY,), build)
+
+
+def artifacts() -> dict[str, Artifact]:
+    """Every artifact by name, smallest build first."""
+    return {a.name: a for a in (etcd(), kwok(), control_plane(), provider())}
+
+
+def provider_plugin_dir() -> Path:
+    """Where the pulumi CLI keeps the installed provider plugin."""
+    home = Path(os.environ.get("PULUMI_HOME") or Path.home() / ".pulumi")
+    return home / "plugins" / f"resource-kubernetes-v{PROVIDER_VERSION}"
+
+
+def provider_plugin_installed() -> bool:
+    plugin = provider_plugin_dir()  # a .partial file beside it marks an unfinished install
+    return (plugin / PROVIDER_BINARY).is_file() and not plugin.with_name(plugin.name + ".partial").exists()
+
+
+def install_provider_plugin() -> Path:
+    """The installed provider plugin's folder: a user's own install is kept as it is; otherwise the
+    plugin is built (or taken from the cache) and installed with the pulumi CLI on PATH."""
+    if provider_plugin_installed():
+        return provider_plugin_dir()
+    pulumi = shutil.which("pulumi")
+    if not pulumi:
+        raise BuildError("no pulumi CLI on PATH to install the provider plugin with (source scripts/env.sh)")
+    binary = provider().ensure() / PROVIDER_BINARY
+    _say(f"installing the kubernetes provider plugin v{PROVIDER_VERSION}")
+    done = subprocess.run([pulumi, "plugin", "install", "resource", "kubernetes", PROVIDER_VERSION,
+                           "--file", str(binary)], env=dict(os.environ, PULUMI_SKIP_UPDATE_CHECK="true"),
+                          stdout=sys.stderr)
+    if done.returncode != 0:
+        raise BuildError(f"pulumi plugin install resource kubernetes {PROVIDER_VERSION} failed")
+    return provider_plugin_dir()
+
+
+def main(argv: list[str]) -> int:
+    try:
+        found = artifacts()
+        names = argv or list(found)
+        unknown = [n for n in names if n not in found]
+        if unknown:
+            raise BuildError(f"unknown artifact {', '.join(unknown)}; allowed: {', '.join(found)}")
+        for name in names:
+            print(install_provider_plugin() if name == "provider" else found[name].ensure())
+    except BuildError as exc:
+        print(f"setup-kubernetes: error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

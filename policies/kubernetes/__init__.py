@@ -1,0 +1,20 @@
+"""Rules for the vLLM fleet on Kubernetes (seed 001 steps 2-3, 7-8, "How to run it in
+production", "How to maintain it")."""
+
+from policies.kubernetes import (agent_egress_default_deny, api_key_from_secret, gpu_limit_matches_tp,
+                                 image_pinned, priority_scheduling, promotion_gate,
+                                 vllm_forbidden_flags, vllm_probes, vllm_revision_pinned,
+                                 vllm_tool_parser)
+
+RULES = (
+    image_pinned,
+    vllm_revision_pinned,
+    vllm_tool_parser,
+    vllm_forbidden_flags,
+    gpu_limit_matches_tp,
+    vllm_probes,
+    api_key_from_secret,
+    agent_egress_default_deny,
+    priority_scheduling,
+    promotion_gate,
+)

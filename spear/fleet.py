@@ -1,0 +1,21 @@
+"""The vLLM fleet's Kubernetes vocabulary: the labels, annotations and record keys that the
+component writes (components/vllm_fleet/manifests.py) and the policy pack and the preview
+summary read. Pure, so the policy pack's virtualenv imports it too."""
+
+from __future__ import annotations
+
+APP = "vllm"  # the Service selects app=vllm: stable and canary pods alike
+TRACK = "track"
+STABLE, CANARY = "stable", "canary"
+PART = "spear-fleet/part"  # what a ConfigMap is for
+ROLLOUT, TENANCY, ALERTS = "rollout", "tenancy", "alerts"
+ROLE = "spear-fleet/role"  # what a namespace is for
+AGENT_SANDBOX = "agent-sandbox"
+ENGINE_VERSION = "spear-fleet/engine-version"
+REVISION = "spear-fleet/revision"
+# The rollout record's data keys (JSON): the pairs, and the gate records with their verdicts.
+STABLE_JSON, PREVIOUS_JSON, CANARY_JSON, RECORDS_JSON = (
+    "stable.json", "previous.json", "canary.json", "gate-records.json")
+# The tenancy record's data keys: the cache_salt scope and the priorities the gateway stamps
+# (JSON, {} when vLLM does not schedule by priority).
+CACHE_SALT, PRIORITIES = "cacheSalt", "priorities"

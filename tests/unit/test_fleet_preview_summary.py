@@ -1,0 +1,94 @@
+"""The preview summary names the vLLM fleet's changes: a stable bump as a rolling update with the
+pair old -> new, a new canary against the stable pair it tests, a replica change as a scale; the
+API key Secret and the kubeconfig are never shown. Steps are shaped like the engine's, with the
+fleet's own manifests as their inputs (tests/integration has the same on real previews)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from components.vllm_fleet import manifests
+from config.schema import parse
+from spear import tokens
+from spear.fleet import CANARY, STABLE
+from spear.review import ROLLING_UPDATE, SCALE, summarize
+from tests.support.config_cases import CANARY_PAIR, fleet_raw
+
+KUBECONFIG = "apiVersion: v1\nclusters: [{cluster: {server: https://k8s.internal}}]\n"
+
+
+def urn(kind: str, name: str) -> str:
+    return f"urn:pulumi:prod::spear-fleet::{tokens.VLLM_FLEET}${kind}::{name}"
+
+
+def step(op: str, kind: str, name: str, old: dict | None, new: dict | None) -> dict[str, Any]:
+    def state(inputs):
+        return None if inputs is None else {"custom": True, "type": kind, "inputs": inputs}
+    return {"op": op, "urn": urn(kind, name), "oldState": state(old), "newState": state(new)}
+
+
+def deployment(track: str = STABLE, **fleet: Any) -> dict[str, Any]:
+    cfg = parse(fleet_raw(**fleet)).vllm_fleet
+    pair, replicas = ((cfg.canary.pair, cfg.canary.replicas) if track == CANARY
+                      else (cfg.stable, cfg.replicas))
+    return manifests.deployment(cfg, track, pair, replicas)
+
+
+DEPLOYMENT = tokens.K8S_DEPLOYMENT.type
+
+
+def test_a_stable_bump_is_a_rolling_update_naming_the_pair_old_to_new():
+    text = summarize({"steps": [step("update", DEPLOYMENT, "vllm-stable", deployment(),
+                                     deployment(stable=CANARY_PAIR))]}, None)
+    assert text.startswith(f"### `prod`: {ROLLING_UPDATE}\n")
+    assert f"- **vLLM stable Deployment** (`vllm-stable`): **{ROLLING_UPDATE}**: Kubernetes rolls" in text
+    assert "  - stable: v0.24.0 -> v0.25.0, revision da6e2ed -> 1234567\n" in text
+
+
+def test_a_new_canary_is_named_against_the_stable_pair_it_tests():
+    canary = deployment(CANARY, canary={**CANARY_PAIR, "replicas": 1})
+    text = summarize({"steps": [step("same", DEPLOYMENT, "vllm-stable", deployment(), deployment()),
+                                step("create", DEPLOYMENT, "vllm-canary", None, canary)]}, None)
+    assert text.startswith("### `prod`: create\n")
+    assert "  - canary: v0.24.0 -> v0.25.0, revision da6e2ed -> 1234567\n" in text
+    assert "  - canary: v0.25.0, revision 1234567, 1 replica(s)\n" in text
+    assert "No change: vLLM stable Deployment (`vllm-stable`)" in text
+
+
+def test_a_replica_change_only_scales():
+    text = summarize({"steps": [step("update", DEPLOYMENT, "vllm-stable", deployment(),
+                                     deployment(replicas=3))]}, None)
+    assert text.startswith(f"### `prod`: {SCALE}\n")
+    assert "  - replicas: 2 -> 3\n" in text and "revision" not in text
+
+
+def test_a_removed_canary_says_which_pair_left():
+    canary = deployment(CANARY, canary={**CANARY_PAIR, "replicas": 1})
+    text = summarize({"steps": [step("delete", DEPLOYMENT, "vllm-canary", canary, None)]}, None)
+    assert "  - canary removed: v0.25.0, revision 1234567\n" in text
+
+
+def test_the_api_key_and_the_kubeconfig_are_never_shown():
+    secret_old = {"metadata": {"name": "vllm-api-key"}, "stringData": {"VLLM_API_KEY": "sk-old-key"},
+                  "data": {"VLLM_API_KEY": "c2stb2xkLWtleQ=="}}
+    secret_new = {"metadata": {"name": "vllm-api-key"}, "stringData": {"VLLM_API_KEY": "sk-new-key"},
+                  "data": {"VLLM_API_KEY": "c2stbmV3LWtleQ=="}}
+    text = summarize({"steps": [
+        step("update", tokens.K8S_SECRET.type, "vllm-api-key", secret_old, secret_new),
+        step("update", tokens.K8S_PROVIDER, "vllm-cluster", {"kubeconfig": KUBECONFIG},
+             {"kubeconfig": KUBECONFIG + "# rotated\n"})]}, None)
+    for shown in ("sk-old-key", "sk-new-key", "c2st", "k8s.internal", "kubeconfig`"):
+        assert shown not in text
+    assert "**vLLM API key Secret** (`vllm-api-key`)" in text
+
+
+def test_without_the_unchanged_stable_step_the_canary_is_compared_with_the_rollout_records_pair():
+    cfg = parse(fleet_raw(canary={**CANARY_PAIR, "replicas": 1})).vllm_fleet
+    before = parse(fleet_raw()).vllm_fleet
+    canary = deployment(CANARY, canary={**CANARY_PAIR, "replicas": 1})
+    text = summarize({"steps": [
+        step("update", tokens.K8S_CONFIG_MAP.type, "vllm-rollout", manifests.rollout_record(before),
+             manifests.rollout_record(cfg)),
+        step("create", DEPLOYMENT, "vllm-canary", None, canary)]}, None)
+    assert "  - canary: v0.24.0 -> v0.25.0, revision da6e2ed -> 1234567\n" in text
+    assert "**rollout ConfigMap** (`vllm-rollout`)" in text

@@ -1,0 +1,58 @@
+"""The local cluster's builds are cached by their recipe (localhosts/kubebuild.py): a folder that
+exists is complete, a failed build leaves nothing, and a changed pin or flag is a new folder."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from localhosts import kubebuild
+from localhosts.kubebuild import Artifact, BuildError
+
+
+@pytest.fixture(autouse=True)
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("SPEAR_CACHE", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+def test_a_failed_build_leaves_no_folder_and_a_finished_one_is_reused(cache):
+    calls = []
+
+    def failing(out):
+        (out / "tool").write_text("half")
+        raise BuildError("compiler crashed")
+
+    def working(out):
+        calls.append(out)
+        (out / "tool").write_text("whole")
+
+    with pytest.raises(BuildError, match="compiler crashed"):
+        Artifact("tool", "k1", ("tool",), failing).ensure()
+    assert not list((cache / "kubernetes").iterdir())  # neither the folder nor a temporary one
+
+    folder = Artifact("tool", "k1", ("tool",), working).ensure()
+    assert folder == cache / "kubernetes" / "tool-k1"
+    assert (folder / "tool").read_text() == "whole"
+    assert Artifact("tool", "k1", ("tool",), working).ensure() == folder
+    assert len(calls) == 1
+
+
+def test_a_build_that_makes_too_little_is_refused(cache):
+    with pytest.raises(BuildError, match="made no etcd"):
+        Artifact("etcd", "k1", ("etcd",), lambda out: None).ensure()
+    assert not list((cache / "kubernetes").iterdir())
+
+
+def test_a_changed_module_pin_or_recipe_is_a_new_build_folder(tmp_path, monkeypatch):
+    before = kubebuild.etcd().folder
+    assert kubebuild.etcd().folder == before  # the key is stable
+    modules = tmp_path / "kube"
+    shutil.copytree(kubebuild.KUBE_MODULES, modules)
+    monkeypatch.setattr(kubebuild, "KUBE_MODULES", modules)
+    with open(modules / "etcd" / "go.sum", "a") as go_sum:
+        go_sum.write("example.com/other v1.0.0 h1:AAAA=\n")
+    pinned_otherwise = kubebuild.etcd().folder
+    monkeypatch.setattr(kubebuild, "RECIPE", kubebuild.RECIPE + 1)
+    assert len({before, pinned_otherwise, kubebuild.etcd().folder}) == 3

@@ -1,0 +1,151 @@
+"""The vLLM fleet component under Pulumi's mocks: __main__ declares it from the stack config
+(only when `vllmFleet` is), every Kubernetes object goes through the fleet's own provider, and
+the objects are the cookbook's: the serve command spear/vllm.py renders, the GPU limit equal to
+the tensor-parallel size, probes on /health, the key from a Secret, one Service over stable and
+canary, default-deny egress for the agents."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from pulumi.runtime import rpc
+
+from spear import tokens, vllm
+from tests.support.config_cases import CANARY_PAIR, REVISION, STABLE_PAIR, fleet_raw
+from tests.support.policy_harness import COOKBOOK_VLLM_COMMAND_LINE
+from tests.support.stack_files import mocked_stack, prod_raw, run_main, without_fleet
+
+SECRETS = ("spear-fleet:sshPrivateKeys", "spear-fleet:vllmApiKey")
+
+
+def program(raw):
+    with mocked_stack(raw, SECRETS) as mocks:
+        run_main()
+    return mocks
+
+
+def of_type(mocks, kind) -> dict:
+    return {name: args.inputs for name, args in mocks.resources.items() if args.typ == kind.type}
+
+
+def container(deployment: dict) -> dict:
+    [only] = deployment["spec"]["template"]["spec"]["containers"]
+    return only
+
+
+def test_a_stack_without_a_fleet_declares_no_kubernetes_object():
+    mocks = program(without_fleet(prod_raw()))
+    assert not [a for a in mocks.resources.values()
+                if a.typ.startswith("kubernetes:") or a.typ == tokens.VLLM_FLEET]
+
+
+def test_the_fleet_declares_its_objects_through_its_own_provider():
+    mocks = program(fleet_raw())
+    fleet = {name: args.typ for name, args in mocks.resources.items() if name.startswith("vllm")}
+    assert fleet == {
+        "vllm": tokens.VLLM_FLEET,
+        "vllm-cluster": tokens.K8S_PROVIDER,
+        "vllm-namespace": tokens.K8S_NAMESPACE.type,
+        "vllm-api-key": tokens.K8S_SECRET.type,
+        "vllm-model-cache": tokens.K8S_PVC.type,
+        "vllm-rollout": tokens.K8S_CONFIG_MAP.type,
+        "vllm-tenancy": tokens.K8S_CONFIG_MAP.type,
+        "vllm-alerts": tokens.K8S_CONFIG_MAP.type,
+        "vllm-stable": tokens.K8S_DEPLOYMENT.type,
+        "vllm-service": tokens.K8S_SERVICE.type,
+        "vllm-agents": tokens.K8S_NAMESPACE.type,
+        "vllm-agents-deny-egress": tokens.K8S_NETWORK_POLICY.type,
+        "vllm-agents-allow-egress": tokens.K8S_NETWORK_POLICY.type,
+    }
+    for name, args in mocks.resources.items():
+        if args.typ.startswith("kubernetes:"):
+            assert args.provider and "vllm-cluster" in args.provider, name
+
+
+def test_the_stable_deployment_runs_the_cookbooks_serve_command_with_priority_scheduling():
+    deployment = of_type(program(fleet_raw()), tokens.K8S_DEPLOYMENT)["vllm-stable"]
+    main = container(deployment)
+    assert main["image"] == "vllm/vllm-openai:v0.24.0"
+    # The cookbook's line, and --scheduling-policy priority before --port (schedulingPriority).
+    assert main["command"] == [*COOKBOOK_VLLM_COMMAND_LINE[:-2], "--scheduling-policy", "priority",
+                               *COOKBOOK_VLLM_COMMAND_LINE[-2:]]
+    assert main["resources"]["limits"] == {"nvidia.com/gpu": "2"}
+    for probe in ("readinessProbe", "livenessProbe", "startupProbe"):
+        assert main[probe]["httpGet"] == {"path": "/health", "port": "http"}
+    assert main["env"] == [{"name": "VLLM_API_KEY", "valueFrom": {"secretKeyRef": {
+        "name": "vllm-api-key", "key": "VLLM_API_KEY"}}}]
+    assert not vllm.key_on_command_line(main["command"])
+    spec = deployment["spec"]
+    assert spec["replicas"] == 2
+    assert spec["selector"]["matchLabels"] == {"app": "vllm", "track": "stable"}
+    template = spec["template"]
+    assert template["metadata"]["annotations"]["prometheus.io/scrape"] == "true"
+    assert template["metadata"]["annotations"]["prometheus.io/port"] == "8000"
+    # The kwok taint is tolerated only where the stack says so (tests).
+    assert all(t["key"] != "kwok.x-k8s.io/node" for t in template["spec"]["tolerations"])
+
+
+def test_fake_nodes_are_tolerated_only_when_the_stack_asks():
+    deployment = of_type(program(fleet_raw(tolerateFakeNodes=True)), tokens.K8S_DEPLOYMENT)
+    assert {"key": "kwok.x-k8s.io/node", "operator": "Equal", "value": "fake",
+            "effect": "NoSchedule"} in deployment["vllm-stable"]["spec"]["template"]["spec"]["tolerations"]
+
+
+def test_the_key_reaches_the_secret_from_the_stacks_secret():
+    mocks = program(fleet_raw())
+    secret = of_type(mocks, tokens.K8S_SECRET)["vllm-api-key"]
+    # Marked secret on the wire (the engine encrypts it in state and hides it in previews).
+    assert secret["stringData"] == {rpc._special_sig_key: rpc._special_secret_sig,
+                                    "value": {"VLLM_API_KEY": "sk-vllm-test"}}
+    assert secret["metadata"] == {"name": "vllm-api-key", "namespace": "vllm"}
+
+
+def test_a_canary_runs_beside_stable_behind_the_same_service():
+    mocks = program(fleet_raw(canary={**CANARY_PAIR, "replicas": 1}))
+    deployments = of_type(mocks, tokens.K8S_DEPLOYMENT)
+    canary = deployments["vllm-canary"]
+    assert canary["spec"]["replicas"] == 1
+    assert canary["spec"]["selector"]["matchLabels"] == {"app": "vllm", "track": "canary"}
+    main = container(canary)
+    assert main["image"] == "vllm/vllm-openai:v0.25.0"
+    assert vllm.flags(main["command"])["--revision"] == CANARY_PAIR["revision"]
+    assert vllm.flags(container(deployments["vllm-stable"])["command"])["--revision"] == REVISION
+    service = of_type(mocks, tokens.K8S_SERVICE)["vllm-service"]
+    assert service["spec"]["selector"] == {"app": "vllm"}
+    rollout = of_type(mocks, tokens.K8S_CONFIG_MAP)["vllm-rollout"]["data"]
+    assert json.loads(rollout["canary.json"])["tag"] == "v0.25.0"
+    assert json.loads(rollout["stable.json"]) == {**STABLE_PAIR, "digest": None}
+
+
+def test_the_agent_namespace_denies_egress_and_allows_exactly_the_gateway_mirrors_and_dns():
+    policies = of_type(program(fleet_raw()), tokens.K8S_NETWORK_POLICY)
+    deny = policies["vllm-agents-deny-egress"]
+    assert deny["metadata"]["namespace"] == "agents"
+    assert deny["spec"] == {"podSelector": {}, "policyTypes": ["Egress"]}
+    allow = policies["vllm-agents-allow-egress"]["spec"]["egress"]
+    assert [rule["to"] for rule in allow[:2]] == [[{"ipBlock": {"cidr": "10.20.0.10/32"}}],
+                                                  [{"ipBlock": {"cidr": "10.20.1.0/24"}}]]
+    assert [rule["ports"] for rule in allow[:2]] == [[{"protocol": "TCP", "port": 4000}],
+                                                     [{"protocol": "TCP", "port": 443}]]
+    assert {p["port"] for p in allow[2]["ports"]} == {53}
+
+
+def test_a_node_path_cache_gets_its_own_volume_bound_to_the_claim():
+    mocks = program(fleet_raw(modelCache={"size": "1Gi", "hostPath": "/var/lib/spear-models",
+                                          "accessMode": "ReadWriteOnce"}))
+    volume = of_type(mocks, tokens.K8S_PV)["vllm-model-cache-volume"]
+    claim = of_type(mocks, tokens.K8S_PVC)["vllm-model-cache"]
+    assert volume["spec"]["hostPath"]["path"] == "/var/lib/spear-models"
+    assert claim["spec"]["volumeName"] == volume["metadata"]["name"]
+    assert claim["spec"]["storageClassName"] == ""
+
+
+@pytest.mark.parametrize("priority,expected", [(True, {"interactive": 0, "background": 10}),
+                                               (False, {})])
+def test_the_tenancy_record_says_what_the_gateway_injects(priority, expected):
+    mocks = program(fleet_raw(schedulingPriority=priority, tenancy={"cacheSalt": "developer"}))
+    data = of_type(mocks, tokens.K8S_CONFIG_MAP)["vllm-tenancy"]["data"]
+    assert data == {"cacheSalt": "developer", "priorities": json.dumps(expected)}
+    argv = container(of_type(mocks, tokens.K8S_DEPLOYMENT)["vllm-stable"])["command"]
+    assert vllm.priority_scheduling(argv) is priority

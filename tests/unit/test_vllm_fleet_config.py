@@ -1,0 +1,286 @@
+"""config, the vLLM fleet on Kubernetes: every bad value under `vllmFleet`, `kubeconfig` and
+`vllmApiKey` is refused with the full key, what was given and what is allowed, all at once and
+before any resource is registered; a promotion without a passing gate record is refused the
+same way (spear/rollout_gate.py), and the kubeconfig is a Pulumi secret."""
+
+from __future__ import annotations
+
+import pulumi
+import pytest
+
+from config.checker import ConfigError
+from config.load import StackConfigError, load
+from config.schema import parse
+from config.types import Kubeconfig, ServingPair, Vllm
+from tests.support.config_cases import (CANARY_PAIR, DELETE, FLEET, FLEET_SECRETS as SECRETS,
+                                        NEXT_REVISION, REVISION, STABLE_PAIR, allowed_for, changed,
+                                        fleet_raw, passing_record, problem_line, promoted_raw,
+                                        run_program)
+from tests.support.stack_files import PLACEHOLDER_SECRETS, engine_config, prod_raw, without_fleet
+
+KUBECONFIG = "apiVersion: v1\nclusters: []\nusers: []\ncontexts: []\n"
+STABLE = (*FLEET, "stable")
+SANDBOX = (*FLEET, "agentSandbox")
+ALERTS = (*FLEET, "observability")
+
+
+def failing(**changes) -> dict:
+    """A passing record with some of its sections changed."""
+    record = passing_record(CANARY_PAIR)
+    for section, values in changes.items():
+        record[section] = {k: v for k, v in {**record[section], **values}.items() if v is not DELETE}
+    return record
+
+
+# (id, config, full key without the namespace, a fragment of what is allowed)
+BAD = [
+    ("tag-latest", changed(fleet_raw(), (*STABLE, "tag"), "latest"),
+     "vllmFleet.stable.tag", "not latest: it moves"),
+    ("tag-missing", changed(fleet_raw(), (*STABLE, "tag"), DELETE),
+     "vllmFleet.stable.tag", "(required)"),
+    ("digest-short", changed(fleet_raw(), (*STABLE, "digest"), "sha256:abc"),
+     "vllmFleet.stable.digest", "sha256:<64 lowercase hex>"),
+    ("revision-branch", changed(fleet_raw(), (*STABLE, "revision"), "main"),
+     "vllmFleet.stable.revision", "a branch or tag name is refused"),
+    ("revision-short", changed(fleet_raw(), (*STABLE, "revision"), "da6e2ed"),
+     "vllmFleet.stable.revision", "40 lowercase hex"),
+    ("model-not-a-repo", changed(fleet_raw(), (*STABLE, "model"), "qwen3"),
+     "vllmFleet.stable.model", "a Hugging Face repository id"),
+    ("pair-unknown-key", changed(fleet_raw(), (*STABLE, "quantization"), "fp8"),
+     "vllmFleet.stable.quantization", "one of tag, digest, model, revision"),
+    ("stable-missing", changed(fleet_raw(), STABLE, DELETE),
+     "vllmFleet.stable", "an object with keys tag, digest, model, revision (required)"),
+    ("image-with-tag", changed(fleet_raw(), (*FLEET, "image"), "vllm/vllm-openai:latest"),
+     "vllmFleet.image", "an image repository without tag or digest"),
+    ("canary-same-as-stable", changed(fleet_raw(), (*FLEET, "canary"), STABLE_PAIR),
+     "vllmFleet.canary", "a pair other than stable's"),
+    ("canary-replicas-zero", changed(fleet_raw(), (*FLEET, "canary"), {**CANARY_PAIR, "replicas": 0}),
+     "vllmFleet.canary.replicas", "an integer >= 1"),
+    ("canary-tag-latest", changed(fleet_raw(), (*FLEET, "canary"), {**CANARY_PAIR, "tag": "latest"}),
+     "vllmFleet.canary.tag", "not latest"),
+    ("canary-unknown-key", changed(fleet_raw(), (*FLEET, "canary"), {**CANARY_PAIR, "weight": 10}),
+     "vllmFleet.canary.weight", "one of tag, digest, model, revision, replicas"),
+    ("previous-revision", changed(fleet_raw(), (*FLEET, "previous"), {**STABLE_PAIR, "revision": "x"}),
+     "vllmFleet.previous.revision", "40 lowercase hex"),
+    ("replicas-zero", changed(fleet_raw(), (*FLEET, "replicas"), 0),
+     "vllmFleet.replicas", "an integer >= 1"),
+    ("tp-zero", changed(fleet_raw(), (*FLEET, "tensorParallelSize"), 0),
+     "vllmFleet.tensorParallelSize", "an integer >= 1"),
+    ("max-model-len-missing", changed(fleet_raw(), (*FLEET, "maxModelLen"), DELETE),
+     "vllmFleet.maxModelLen", "no default: state it in the stack"),
+    ("gpu-memory-over-one", changed(fleet_raw(), (*FLEET, "gpuMemoryUtilization"), 1.2),
+     "vllmFleet.gpuMemoryUtilization", "a number > 0 and <= 1"),
+    ("served-name-space", changed(fleet_raw(), (*FLEET, "servedModelName"), "qwen 3"),
+     "vllmFleet.servedModelName", "a model name"),
+    ("scheduling-not-bool", changed(fleet_raw(), (*FLEET, "schedulingPriority"), "yes"),
+     "vllmFleet.schedulingPriority", "true or false"),
+    ("namespace-upper", changed(fleet_raw(), (*FLEET, "namespace"), "VLLM"),
+     "vllmFleet.namespace", "a DNS-1123 label"),
+    ("fake-nodes-not-bool", changed(fleet_raw(), (*FLEET, "tolerateFakeNodes"), 1),
+     "vllmFleet.tolerateFakeNodes", "true or false"),
+    ("cache-salt", changed(fleet_raw(), (*FLEET, "tenancy", "cacheSalt"), "global"),
+     "vllmFleet.tenancy.cacheSalt", "one of team, developer"),
+    ("model-cache-size", changed(fleet_raw(), (*FLEET, "modelCache", "size"), "200GB"),
+     "vllmFleet.modelCache.size", "a Kubernetes quantity"),
+    ("model-cache-missing", changed(fleet_raw(), (*FLEET, "modelCache"), DELETE),
+     "vllmFleet.modelCache", "an object with keys size"),
+    ("model-cache-mode", changed(fleet_raw(), (*FLEET, "modelCache", "accessMode"), "ReadOnlyMany"),
+     "vllmFleet.modelCache.accessMode", "one of ReadWriteMany, ReadWriteOnce"),
+    ("model-cache-host-path", changed(fleet_raw(), (*FLEET, "modelCache", "hostPath"), "models"),
+     "vllmFleet.modelCache.hostPath", "an absolute path on the node"),
+    ("sandbox-gateway-name", changed(fleet_raw(), (*SANDBOX, "gateway", "cidr"), "gateway.internal"),
+     "vllmFleet.agentSandbox.gateway.cidr", "an IP network"),
+    ("sandbox-gateway-host-bits", changed(fleet_raw(), (*SANDBOX, "gateway", "cidr"), "10.20.0.10/24"),
+     "vllmFleet.agentSandbox.gateway.cidr", "an IP network"),
+    ("sandbox-ports-empty", changed(fleet_raw(), (*SANDBOX, "mirrors", "pypi", "ports"), []),
+     "vllmFleet.agentSandbox.mirrors.pypi.ports", "a non-empty list of TCP ports"),
+    ("sandbox-port-big", changed(fleet_raw(), (*SANDBOX, "gateway", "ports"), [70000]),
+     "vllmFleet.agentSandbox.gateway.ports[0]", "an integer 1-65535"),
+    ("sandbox-gateway-missing", changed(fleet_raw(), (*SANDBOX, "gateway"), DELETE),
+     "vllmFleet.agentSandbox.gateway", "an object with keys cidr, ports (required)"),
+    ("sandbox-mirror-name", changed(fleet_raw(), (*SANDBOX, "mirrors", "PyPI"), {}),
+     "vllmFleet.agentSandbox.mirrors.PyPI", "a name of lowercase letters"),
+    ("hatch-cap-missing", changed(fleet_raw(), (*ALERTS, "hatchCapUsd"), DELETE),
+     "vllmFleet.observability.hatchCapUsd", "the hatch's hard monthly budget"),
+    ("hatch-alert-at-cap", changed(fleet_raw(), (*ALERTS, "hatchSpendAlertUsd"), 500),
+     "vllmFleet.observability.hatchSpendAlertUsd", "below hatchCapUsd (500): the alert comes before"),
+    ("hit-rate-over-one", changed(fleet_raw(), (*ALERTS, "prefixCacheHitRateMin"), 1.5),
+     "vllmFleet.observability.prefixCacheHitRateMin", "a number >= 0 and <= 1"),
+    ("escalations-zero", changed(fleet_raw(), (*ALERTS, "hatchEscalationsPerHour"), 0),
+     "vllmFleet.observability.hatchEscalationsPerHour", "an integer >= 1"),
+    ("fleet-unknown-key", changed(fleet_raw(), (*FLEET, "quantization"), "fp8"),
+     "vllmFleet.quantization", "one of kubeconfig, context, namespace"),
+    ("kubeconfig-relative", changed(fleet_raw(), (*FLEET, "kubeconfig"), "kube/config"),
+     "vllmFleet.kubeconfig", "ambient ($KUBECONFIG or ~/.kube/config"),
+    ("kubeconfig-secret-missing", changed(fleet_raw(), (*FLEET, "kubeconfig"), "secret"),
+     "kubeconfig", "a secret (required with vllmFleet.kubeconfig: secret)"),
+    ("kubeconfig-unused", changed(fleet_raw(), ("kubeconfig",), KUBECONFIG),
+     "kubeconfig", "nothing unless vllmFleet.kubeconfig is secret"),
+    ("kubeconfig-not-yaml", changed(changed(fleet_raw(), (*FLEET, "kubeconfig"), "secret"),
+                                    ("kubeconfig",), "hunter2"),
+     "kubeconfig", "a kubeconfig (YAML with clusters"),
+    ("api-key-missing", changed(fleet_raw(), ("vllmApiKey",), DELETE),
+     "vllmApiKey", "a secret (required with vllmFleet)"),
+    ("promotion-without-record", promoted_raw(),
+     "vllmFleet.stable", "no gate record pins exactly v0.25.0 @ Qwen/Qwen3-Coder-Next-FP8 revision 1234567"),
+    ("promotion-record-of-another-pair", promoted_raw(passing_record({**CANARY_PAIR, "tag": "v0.25.1"})),
+     "vllmFleet.stable", "(records pin v0.25.1 @ Qwen/Qwen3-Coder-Next-FP8 revision 1234567)"),
+    ("promotion-one-tool-call-failed", promoted_raw(failing(toolCalls={"passed": 399})),
+     "vllmFleet.stable", "record canary-1: the tool-call validator passed 399 of 400"),
+    ("promotion-p-not-below-alpha", promoted_raw(failing(pairedEval={"b": 3, "c": 9})),
+     "vllmFleet.stable", "the exact McNemar p-value 0.145996 (b=3, c=9) is not below the pre-registered alpha 0.05"),
+    ("promotion-regression", promoted_raw(failing(pairedEval={"b": 9, "c": 1})),
+     "vllmFleet.stable", "the paired eval does not favour the candidate (b=9 losses, c=1 wins)"),
+    ("promotion-ttft-over-slo", promoted_raw(failing(latency={"ttftSeconds": 1.6})),
+     "vllmFleet.stable", "TTFT 1.6s under replayed load exceeds the SLO 1.5s"),
+    ("promotion-few-samples", promoted_raw(failing(toolCalls={"passed": 20, "total": 20})),
+     "vllmFleet.stable", "ran on 20 live samples, fewer than 100"),
+    ("record-passed-over-total", promoted_raw(failing(toolCalls={"passed": 401})),
+     "vllmFleet.rolloutGate.canary-1.toolCalls.passed", "at most toolCalls.total (400)"),
+    ("record-alpha-missing", promoted_raw(failing(pairedEval={"alpha": DELETE})),
+     "vllmFleet.rolloutGate.canary-1.pairedEval.alpha", "pre-registered before the eval ran"),
+    ("record-harness-version", promoted_raw(failing(pin={"harnessVersions": {"codex": "0.98 beta"}})),
+     "vllmFleet.rolloutGate.canary-1.pin.harnessVersions.codex", "a version"),
+    ("record-unknown-key", promoted_raw({**passing_record(CANARY_PAIR), "p": 0.01}),
+     "vllmFleet.rolloutGate.canary-1.p", "one of pin, toolCalls, pairedEval, latency"),
+]
+
+
+@pytest.mark.parametrize("raw,key,allowed", [case[1:] for case in BAD], ids=[case[0] for case in BAD])
+def test_a_bad_fleet_value_is_refused_naming_key_and_allowed(mocks, raw, key, allowed):
+    assert allowed in allowed_for(mocks, raw, key, SECRETS)
+
+
+def test_bad_fleet_cases_are_many_and_distinct():
+    assert len(BAD) >= 45
+    assert len({case[0] for case in BAD}) == len(BAD)
+
+
+def test_the_fleet_parses_to_its_typed_config():
+    fleet = parse(fleet_raw()).vllm_fleet
+    assert fleet.kubeconfig == Kubeconfig(None, None, None)
+    assert (fleet.namespace, fleet.image, fleet.replicas, fleet.tolerate_fake_nodes) == (
+        "vllm", "vllm/vllm-openai", 2, False)
+    assert fleet.stable == ServingPair("v0.24.0", None, "Qwen/Qwen3-Coder-Next-FP8", REVISION)
+    assert (fleet.previous, fleet.canary, fleet.gate_records) == (None, None, ())
+    assert fleet.vllm == Vllm("Qwen/Qwen3-Coder-Next-FP8", REVISION, "qwen3-coder-next", 2, 262144,
+                              8000, "0.90", True)
+    assert fleet.image_ref(fleet.stable) == "vllm/vllm-openai:v0.24.0"
+    assert fleet.cache_salt == "team"
+    assert (fleet.model_cache.size, fleet.model_cache.access_mode) == ("200Gi", "ReadWriteMany")
+    sandbox = fleet.agent_sandbox
+    assert (sandbox.namespace, sandbox.gateway.cidr, sandbox.gateway.ports) == (
+        "agents", "10.20.0.10/32", (4000,))
+    assert [(m.name, m.cidr, m.ports) for m in sandbox.mirrors] == [("pypi", "10.20.1.0/24", (443,))]
+    alerts = fleet.alerts
+    assert (alerts.hatch_cap_usd, alerts.hatch_spend_alert_usd) == (500.0, 400.0)
+    assert (alerts.preemptions_per_hour, alerts.ttft_p95_seconds, alerts.prefix_cache_hit_rate_min,
+            alerts.hatch_escalations_per_hour) == (30, 2.0, 0.3, 20)
+
+
+def test_a_canary_serves_its_own_pair_with_the_fleets_other_settings():
+    fleet = parse(fleet_raw(canary={**CANARY_PAIR, "replicas": 1,
+                                    "digest": "sha256:" + "a" * 64})).vllm_fleet
+    assert fleet.canary.replicas == 1
+    assert fleet.image_ref(fleet.canary.pair) == "vllm/vllm-openai:v0.25.0@sha256:" + "a" * 64
+    serve = fleet.serve(fleet.canary.pair)
+    assert (serve.revision, serve.served_model_name, serve.tensor_parallel_size) == (
+        NEXT_REVISION, "qwen3-coder-next", 2)
+
+
+def test_a_promotion_with_a_passing_record_for_exactly_that_pair_is_accepted():
+    fleet = parse(promoted_raw(passing_record(CANARY_PAIR))).vllm_fleet
+    assert fleet.stable.key == ("v0.25.0", "Qwen/Qwen3-Coder-Next-FP8", NEXT_REVISION)
+    [record] = fleet.gate_records
+    assert (record.name, record.b, record.c, record.p) == ("canary-1", 1, 9, 0.021484375)
+
+
+def test_a_rollback_to_the_previous_pair_needs_no_record():
+    fleet = parse(fleet_raw(stable=STABLE_PAIR, previous=STABLE_PAIR)).vllm_fleet
+    assert fleet.stable == fleet.previous
+
+
+def test_a_record_that_fails_does_not_hide_another_that_passes():
+    raw = promoted_raw(failing(pairedEval={"b": 3, "c": 9}))
+    raw["vllmFleet"]["rolloutGate"]["canary-2"] = passing_record(CANARY_PAIR)
+    assert parse(raw).vllm_fleet.stable.tag == "v0.25.0"
+
+
+def test_every_gate_reason_is_named_in_one_problem():
+    raw = promoted_raw(failing(toolCalls={"passed": 1, "total": 2}, pairedEval={"b": 5, "c": 5},
+                               latency={"itlSeconds": 0.2}))
+    with pytest.raises(ConfigError) as error:
+        parse(raw)
+    line = problem_line(error.value, "vllmFleet.stable")
+    for reason in ("ran on 2 live samples", "passed 1 of 2", "does not favour the candidate",
+                   "p-value 1 (b=5, c=5)", "inter-token latency 0.2s"):
+        assert reason in line
+
+
+def test_all_fleet_problems_are_reported_at_once_one_per_line():
+    raw = changed(fleet_raw(), (*STABLE, "tag"), "latest")
+    raw = changed(raw, (*FLEET, "replicas"), 0)
+    raw = changed(raw, (*SANDBOX, "gateway", "cidr"), "gateway")
+    raw = changed(raw, ("vllmApiKey",), DELETE)
+    with pytest.raises(ConfigError) as error:
+        parse(raw)
+    assert [problem.key for problem in error.value.problems] == [
+        "spear-fleet:vllmApiKey", "spear-fleet:vllmFleet.stable.tag",
+        "spear-fleet:vllmFleet.replicas", "spear-fleet:vllmFleet.agentSandbox.gateway.cidr"]
+
+
+def test_a_stack_without_a_fleet_has_none_and_needs_no_kubeconfig():
+    assert parse(without_fleet(prod_raw())).vllm_fleet is None
+
+
+def test_prods_fleet_is_the_cookbooks_pair_on_a_cluster_named_by_its_kubeconfig_secret():
+    fleet = parse(prod_raw()).vllm_fleet
+    assert fleet.kubeconfig.secret_text == PLACEHOLDER_SECRETS["kubeconfig"]
+    assert fleet.stable == ServingPair("v0.24.0", None, "Qwen/Qwen3-Coder-Next-FP8", REVISION)
+    assert fleet.vllm == Vllm("Qwen/Qwen3-Coder-Next-FP8", REVISION, "qwen3-coder-next", 2, 262144,
+                              8000, "0.90", True)
+    assert (fleet.canary, fleet.previous, fleet.gate_records) == (None, None, ())
+
+
+def test_a_kubeconfig_file_is_expanded_and_a_secret_is_never_shown(monkeypatch):
+    monkeypatch.setenv("HOME", "/home/op")
+    fleet = parse(fleet_raw(kubeconfig="~/kube/config", context="kind-spear")).vllm_fleet
+    assert fleet.kubeconfig == Kubeconfig(None, "/home/op/kube/config", "kind-spear")
+    secret = changed(fleet_raw(kubeconfig="secret"), ("kubeconfig",), KUBECONFIG)
+    assert "clusters" not in repr(parse(secret))
+
+
+def test_the_kubeconfig_in_plain_text_is_refused(mocks):
+    raw = changed(fleet_raw(kubeconfig="secret"), ("kubeconfig",), KUBECONFIG)
+    with pytest.raises(StackConfigError) as error:
+        run_program(engine_config(raw), ["spear-fleet:sshPrivateKeys", "spear-fleet:vllmApiKey"])
+    assert list(mocks.resources) == []
+    assert problem_line(error.value, "kubeconfig") == (
+        "spear-fleet:kubeconfig: got a plain-text value; allowed: a secret: pulumi config set"
+        " --secret kubeconfig < file")
+
+
+def test_the_loaded_kubeconfig_is_a_secret_output(mocks):
+    raw = changed(fleet_raw(kubeconfig="secret"), ("kubeconfig",), KUBECONFIG)
+    pulumi.runtime.set_all_config(engine_config(raw), SECRETS)
+    seen = []
+
+    @pulumi.runtime.test
+    def program():
+        stack = load()
+        return pulumi.Output.all(stack.kubeconfig.is_secret(), stack.kubeconfig).apply(seen.append)
+
+    program()
+    assert seen == [[True, KUBECONFIG]]
+
+
+def test_the_local_stacks_fleet_example_points_at_the_local_clusters_kubeconfig(monkeypatch):
+    from localhosts.kubecluster import LOCAL_CLUSTER, state_dir
+    from tests.support.stack_files import commented_example, stack_raw, with_placeholder_keys
+
+    monkeypatch.delenv("SPEAR_CACHE", raising=False)  # the stack names the default cache
+    raw = with_placeholder_keys(stack_raw("local"))
+    raw.update(vllmFleet=commented_example("local", "vllmFleet"), vllmApiKey="sk-local")
+    fleet = parse(raw).vllm_fleet
+    assert fleet.kubeconfig.path == str(state_dir(LOCAL_CLUSTER) / "kubeconfig")
+    assert fleet.tolerate_fake_nodes and fleet.model_cache.host_path
