@@ -13,6 +13,7 @@ the engine, so a cold machine compiles those once.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -121,6 +122,15 @@ class Artifact:
         if self.ready():
             return self.folder
         self.folder.parent.mkdir(parents=True, exist_ok=True)
+        # A second caller (a test waiting for the build scripts/test started in the background)
+        # waits for the first instead of building the same thing again.
+        with open(self.folder.parent / f".{self.name}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if self.ready():
+                return self.folder
+            return self._build()
+
+    def _build(self) -> Path:
         tmp = Path(tempfile.mkdtemp(prefix=f"{self.folder.name}.tmp.", dir=self.folder.parent))
         started = time.monotonic()
         _say(f"building {self.name} (first time only; minutes on 2 cores)")
@@ -235,6 +245,16 @@ def install_provider_plugin() -> Path:
     plugin is built (or taken from the cache) and installed with the pulumi CLI on PATH."""
     if provider_plugin_installed():
         return provider_plugin_dir()
+    lock_dir = cache_dir() / "kubernetes"
+    lock_dir.mkdir(parents=True, exist_ok=True)
+    with open(lock_dir / ".plugin.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _install_provider_plugin()
+
+
+def _install_provider_plugin() -> Path:
+    if provider_plugin_installed():
+        return provider_plugin_dir()
     pulumi = shutil.which("pulumi")
     if not pulumi:
         raise BuildError("no pulumi CLI on PATH to install the provider plugin with (source scripts/env.sh)")
@@ -246,6 +266,12 @@ def install_provider_plugin() -> Path:
     if done.returncode != 0:
         raise BuildError(f"pulumi plugin install resource kubernetes {PROVIDER_VERSION} failed")
     return provider_plugin_dir()
+
+
+def ensure_all() -> list[Path]:
+    """Every artifact built and the provider plugin installed (what the tests need)."""
+    return [install_provider_plugin() if name == "provider" else artifact.ensure()
+            for name, artifact in artifacts().items()]
 
 
 def main(argv: list[str]) -> int:

@@ -2,8 +2,9 @@
 # Installs what the project needs on this machine, idempotently: shellcheck (the launcher and
 # set-up scripts are checked with it) and promtool (the alert rules are checked with it), the
 # Python virtualenv, the Pulumi engine with the command plugin and the policy pack's virtualenv
-# (scripts/setup-engine.sh), and the local Kubernetes cluster's binaries with the kubernetes
-# provider plugin (scripts/setup-kubernetes.sh). The local hosts install their own host tools
+# (scripts/setup-engine.sh). The kubernetes provider plugin and the local cluster's binaries
+# build with scripts/setup-kubernetes.sh (scripts/test starts it; a stack with a vLLM fleet
+# needs the plugin). The local hosts install their own host tools
 # (debootstrap, systemd-container, zstd) when one is first booted (localhosts/rootfs.py).
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -40,4 +41,3 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
 fi
 
 "$repo/scripts/setup-engine.sh" >/dev/null
-"$repo/scripts/setup-kubernetes.sh" >/dev/null

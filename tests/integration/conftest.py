@@ -1,7 +1,15 @@
-"""Everything under tests/integration drives the real engine or real local hosts."""
+"""Everything under tests/integration drives the real engine or real local hosts.
+
+Tests marked `kubernetes` need the kubernetes provider plugin and the local cluster's binaries,
+built from Go modules (20-30 min cold). scripts/test starts that build in the background, so
+these tests run last and wait for it (the build's own locks: `kube_cluster` below, and
+tests/support/engine.py::repo_stack for a stack that declares a fleet), while the others run
+meanwhile.
+"""
 
 import pytest
 
+from localhosts import kubebuild
 from tests.support.kube import session_cluster
 
 
@@ -9,10 +17,13 @@ def pytest_collection_modifyitems(items):
     for item in items:
         if "tests/integration/" in str(item.fspath):
             item.add_marker(pytest.mark.integration)
+    # Stable: the order within each group stays the files' order.
+    items.sort(key=lambda item: item.get_closest_marker("kubernetes") is not None)
 
 
 @pytest.fixture(scope="session")
 def kube_cluster():
     """The session's local Kubernetes cluster (tests/support/kube.py)."""
+    kubebuild.ensure_all()
     with session_cluster() as info:
         yield info

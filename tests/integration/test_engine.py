@@ -98,6 +98,7 @@ def test_preview_up_update_destroy_on_a_real_host(env, host, tmp_path):
         assert ssh.read(PATH_ON_HOST) is None
 
 
+@pytest.mark.kubernetes  # prod declares the vLLM fleet: its preview needs the plugin
 def test_prod_previews_without_its_hosts_and_never_shows_the_key(tmp_path):
     # prod's host (reds.internal) is unreachable from here: a preview must not need it.
     project = repo_stack(tmp_path, "prod")

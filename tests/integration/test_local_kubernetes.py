@@ -10,7 +10,7 @@ from localhosts.kubebuild import KUBERNETES_VERSION
 from localhosts.kubecluster import GPU_RESOURCE, node_ready
 from tests.support.engine import Project, engine_env
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.kubernetes]
 
 DEPLOYMENT_PROGRAM = '''
 import pulumi

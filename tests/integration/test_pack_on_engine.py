@@ -55,6 +55,9 @@ config.load.load = load
 import fleet  # noqa: E402,F401  (the real program, on that config)
 '''
 
+# The prod stack declares the vLLM fleet: its preview needs the kubernetes plugin.
+pytestmark = pytest.mark.kubernetes
+
 # rule -> (enforcement level, resource the violation is reported on, part of its message)
 EXPECTED = {
     "llama-source-pinned": ("mandatory", "reds-llama-server", "pinned to 'master'"),

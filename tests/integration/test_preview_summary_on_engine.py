@@ -19,6 +19,9 @@ from spear.review import summarize
 from tests.support.engine import Project, repo_stack
 from tests.support.pack_runs import PackPreview, preview_with_pack
 
+# The prod stack declares the vLLM fleet: its preview needs the kubernetes plugin.
+pytestmark = pytest.mark.kubernetes
+
 Q8_MODEL = "/opt/spear/models/gguf/Qwen3-Coder-Next-Q8_0-00001-of-00004.gguf"
 OLD_COMMIT = "aa6192d38defc9a5d9fb2987413f71b18f214270"
 NEW_COMMIT = "0123456789abcdef0123456789abcdef01234567"

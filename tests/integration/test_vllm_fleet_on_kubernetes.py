@@ -25,6 +25,9 @@ from tests.support.config_cases import CANARY_PAIR, NEXT_REVISION, STABLE_PAIR, 
 from tests.support.engine import REPO, Project, engine_env, without_inference_hosts
 from tests.support.stack_files import stack_raw
 
+# On the local cluster, with the kubernetes plugin: built from Go modules, so these run last.
+pytestmark = pytest.mark.kubernetes
+
 STACK = "fleet"
 API_KEY = "sk-fleet-integration-0123456789"
 NAMESPACE = "vllm-it"

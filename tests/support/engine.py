@@ -16,6 +16,8 @@ from typing import Any
 
 import yaml
 
+from localhosts import kubebuild
+
 REPO = Path(__file__).resolve().parents[2]
 # The committed prod/dev placeholder secrets are encrypted with this passphrase (scripts/env.sh).
 EXAMPLE_PASSPHRASE = "spear-fleet-example"
@@ -177,14 +179,17 @@ def repo_stack(workdir: Path, stack: str) -> Project:
     """A project copy holding stacks/Pulumi.<stack>.yaml as committed, the stack created.
 
     A host that names an SSH key file gets a throwaway key instead, so the preview does not
-    depend on this machine's hosts (preview needs the key's text, not a host).
+    depend on this machine's hosts (preview needs the key's text, not a host). A stack that
+    declares the vLLM fleet needs the kubernetes plugin: this waits for its build if it runs.
     """
+    config = yaml.safe_load((REPO / "stacks" / f"Pulumi.{stack}.yaml").read_text())["config"]
+    if "spear-fleet:vllmFleet" in config:
+        kubebuild.install_provider_plugin()
     project = Project(workdir, engine_env())
     project.env["PULUMI_CONFIG_PASSPHRASE"] = EXAMPLE_PASSPHRASE
     stack_file = REPO / "stacks" / f"Pulumi.{stack}.yaml"
     shutil.copy(stack_file, project.dir / "stacks")
     project.pulumi("stack", "init", stack)
-    config = yaml.safe_load(stack_file.read_text())["config"]
     hosts = {f"inferenceHosts.{name}": host
              for name, host in config["spear-fleet:inferenceHosts"].items()}
     if "spear-fleet:gateway" in config:
