@@ -3,6 +3,7 @@ several processes (as several gateway replicas) that never takes a key past its 
 hatch past its cap."""
 
 import multiprocessing
+import time
 import random
 import threading
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
@@ -183,3 +184,20 @@ def test_five_concurrent_7_dollar_escalations_against_a_20_dollar_cap_admit_two(
     assert sorted(verdicts) == ["hatch"] * 2 + ["reject-hatch-budget"] * 3
     assert PgStore(database.url, hatch_cap_usd=20.0).hatch_spent_usd == 14.0
 
+
+
+def test_a_hold_never_settled_is_charged_in_full_after_its_ttl_and_a_late_settle_is_refused(database):
+    from spear_gateway.budget import HoldExpired
+    database.psql("DROP SCHEMA IF EXISTS spear_gateway CASCADE")
+    store = PgStore(database.url, hatch_cap_usd=10.0, hold_ttl_seconds=0.5)
+    try:
+        store.admit("ana", "lost", 4.0, 10.0, window="w1")
+        assert store.escalate("lost", 503, 2.0) == "hatch"
+        time.sleep(0.6)
+        assert store.admit("ana", "next", 10.0, 10.0, window="w2") == "fleet"   # the window rolled
+        assert store.hatch_spent_usd == 2.0
+        with pytest.raises(HoldExpired):
+            store.settle("lost", 1.0)
+        assert store.used_usd("ana") == 0.0 and store.held_usd("ana") == 10.0
+    finally:
+        store.close()

@@ -40,6 +40,8 @@ config.yaml:
       SPEAR_FLEET_MODEL: "coder"               # default coder
       SPEAR_HATCH_MODEL: "frontier"            # default frontier
       SPEAR_DEFAULT_MAX_TOKENS: "4096"         # set on a request that sets no output limit
+      SPEAR_HOLD_TTL_SECONDS: "3600"           # a hold never settled (a process that died
+                                               # mid-request) is charged in full after it
     general_settings:
       master_key: os.environ/LITELLM_MASTER_KEY
       enforce_fallback_model_access: false     # 1.108+: else a key scoped to coder never
@@ -59,10 +61,13 @@ What developers see:
 - the fleet answered 429/5xx or did not answer: the frontier's answer; over the hatch's monthly
   cap (counting escalations in flight): HTTP 429, error type `hatch_budget_exhausted`;
 - `frontier` asked for directly: HTTP 403, error type `hatch_not_direct`.
+An escalated answer is charged to the key's ledger at the fleet's prices (the developer asked for
+`coder`) and to the hatch's cap at the frontier's; LiteLLM's own key spend records the frontier's
+cost, so its own budget check may refuse a key somewhat earlier than spear-fleet's ledger would.
 
 Metrics on LiteLLM's /metrics (prometheus_client's default registry; 1.91.1 serves /metrics to
 the master key): `spear_hatch_escalations_total{status="429"|"500"|"503"|...|"timeout"|
 "connection"}`, `spear_hatch_rejections_total{status}`, `spear_hatch_spend_usd` (for the spend
 alert), `spear_hatch_cap_usd`, `spear_budget_rejections_total`,
-`spear_budget_settled_above_hold_total`.
+`spear_budget_settled_above_hold_total`, `spear_budget_holds_expired_then_settled_total`.
 """

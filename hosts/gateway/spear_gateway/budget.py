@@ -21,6 +21,8 @@ keeps the same state in PostgreSQL and calls the same rules inside a transaction
 from __future__ import annotations
 
 import math
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from decimal import ROUND_CEILING, ROUND_HALF_EVEN, Decimal
 from typing import Literal
@@ -35,6 +37,11 @@ Escalation = Literal["hatch", "reject-client-error", "reject-hatch-budget"]
 class ContractViolation(ValueError):
     """A call the contract forbids (double settle, settle above the hold, bad money, reset with
     requests in flight). Nothing was changed."""
+
+
+class HoldExpired(ContractViolation):
+    """The request was settled already, by expiry: its process never settled it within the hold
+    TTL (it crashed or was restarted mid-request), so its whole hold was charged."""
 
 
 def is_money(value: object) -> bool:
@@ -104,7 +111,9 @@ class BudgetRules:
 
     @staticmethod
     def check_settle(request_id: str, hold: Hold | None, settled: bool, key_amount: int,
-                     hatch_amount: int) -> Hold:
+                     hatch_amount: int, expired: bool = False) -> Hold:
+        if expired:
+            raise HoldExpired(f"request {request_id}: its hold expired and was charged in full")
         if settled:
             raise ContractViolation(f"request {request_id}: double settle (it was settled before)")
         if hold is None:
@@ -131,6 +140,12 @@ class Ledger:
     done: set[str] = field(default_factory=set)  # settled request ids, never reused
     windows: dict[str, str] = field(default_factory=dict)  # each key's budget window
     month: str | None = None  # the hatch cap's window
+    # A hold older than this was never settled by its process (crashed, restarted): it is
+    # charged in full, so it can neither hold a budget window open nor be under-counted.
+    hold_ttl_seconds: float | None = None
+    clock: Callable[[], float] = time.monotonic
+    admitted_at: dict[str, float] = field(default_factory=dict)
+    expired: set[str] = field(default_factory=set)
 
     def __post_init__(self) -> None:
         self.cap = nanos("hatch_cap_usd", self.hatch_cap_usd)
@@ -145,6 +160,7 @@ class Ledger:
         spend = nanos("spend_usd", spend_usd)
         if worst <= 0:
             raise ContractViolation(f"worst_usd {worst_usd!r}: a request's worst case must be > 0")
+        self.expire_stale()
         in_flight = [h.held for h in self.held.values() if h.key == key]
         rolls = BudgetRules.rolls(current=self.windows.get(key), window=window, holds=len(in_flight))
         verdict = BudgetRules.admit(
@@ -155,6 +171,7 @@ class Ledger:
             if rolls:
                 self.windows[key], self.used[key] = window, spend
             self.held[request_id] = Hold(key, worst)
+            self.admitted_at[request_id] = self.clock()
         return verdict
 
     def escalate(self, request_id: str, fleet_status: int | str, estimate_usd: float, *,
@@ -162,6 +179,7 @@ class Ledger:
         """The fleet failed this admitted request: hold `estimate_usd` on the hatch, or say no.
         `month` names the cap's window; the hatch's spend starts again when it changes."""
         estimate = nanos_up("estimate_usd", estimate_usd)
+        self.expire_stale()
         hold = self.held.get(request_id)
         if hold is None or request_id in self.done:
             raise ContractViolation(f"request {request_id}: only a request in flight may escalate")
@@ -180,11 +198,26 @@ class Ledger:
         """Charge the actual cost exactly once; every check precedes any change."""
         key_amount, hatch_amount = nanos("key_usd", key_usd), nanos("hatch_usd", hatch_usd)
         hold = BudgetRules.check_settle(request_id, self.held.get(request_id),
-                                        request_id in self.done, key_amount, hatch_amount)
+                                        request_id in self.done, key_amount, hatch_amount,
+                                        expired=request_id in self.expired)
+        self._charge(request_id, hold, key_amount, hatch_amount)
+
+    def _charge(self, request_id: str, hold: Hold, key_amount: int, hatch_amount: int) -> None:
         del self.held[request_id]
+        self.admitted_at.pop(request_id, None)
         self.used[hold.key] = self.used.get(hold.key, 0) + key_amount
         self.hatch_spent += hatch_amount
         self.done.add(request_id)
+
+    def expire_stale(self) -> None:
+        """Charge in full every hold older than hold_ttl_seconds."""
+        if self.hold_ttl_seconds is None:
+            return
+        cutoff = self.clock() - self.hold_ttl_seconds
+        for request_id in [r for r, t in self.admitted_at.items() if t < cutoff]:
+            hold = self.held[request_id]
+            self._charge(request_id, hold, hold.held, hold.hatch_held or 0)
+            self.expired.add(request_id)
 
     def new_month(self) -> None:
         """Start a new budget window; refused while requests are in flight (their holds belong to

@@ -58,7 +58,7 @@ from fastapi import HTTPException
 from litellm.integrations.custom_logger import CustomLogger
 
 from spear_gateway import metrics
-from spear_gateway.budget import ContractViolation, Ledger
+from spear_gateway.budget import ContractViolation, HoldExpired, Ledger
 from spear_gateway.hatch import FleetFailure, fleet_failure
 from spear_gateway.pricing import Prices, output_limit, usage_usd, worst_case_usd
 from spear_gateway.settings import Settings
@@ -141,11 +141,13 @@ class SpearGateway(CustomLogger):
         settings = self.settings
         if settings.database_url:
             from spear_gateway.pg_store import PgStore
-            self._store = await asyncio.to_thread(PgStore, settings.database_url,
-                                                  settings.hatch_cap_usd)
+            self._store = await asyncio.to_thread(
+                PgStore, settings.database_url, settings.hatch_cap_usd,
+                hold_ttl_seconds=settings.hold_ttl_seconds)
         else:  # config-only mode: one process, no keys, only the hatch's cap to keep
             log.warning("spear_gateway: no database; the budget ledger lives in this process")
-            self._store = Ledger(hatch_cap_usd=settings.hatch_cap_usd)
+            self._store = Ledger(hatch_cap_usd=settings.hatch_cap_usd,
+                                 hold_ttl_seconds=settings.hold_ttl_seconds)
         metrics.HATCH_SPEND_USD.set(await self._hatch_spent(self._store))
 
     async def _call(self, method: str, *args: Any, **kwargs: Any) -> Any:
@@ -287,6 +289,9 @@ class SpearGateway(CustomLogger):
                       hatch_usd: float) -> None:
         try:
             await self._call("settle", request_id, key_usd, hatch_usd)
+        except HoldExpired as e:  # charged in full already: nothing more to settle
+            metrics.HOLDS_EXPIRED_THEN_SETTLED.inc()
+            log.warning("spear_gateway: %s", e)
         except ContractViolation as e:
             # Only an answer longer than max_tokens, or a price above the hold's, gets here:
             # charge the holds in full rather than leave them held for ever, and say so.

@@ -19,3 +19,7 @@ BUDGET_REJECTIONS = Counter(
 SETTLED_ABOVE_HOLD = Counter(
     "spear_budget_settled_above_hold",
     "Responses that cost more than their hold (an upstream ignored max_tokens); settled at the hold")
+HOLDS_EXPIRED_THEN_SETTLED = Counter(
+    "spear_budget_holds_expired_then_settled",
+    "Requests that finished after their hold expired (charged in full at expiry): raise "
+    "SPEAR_HOLD_TTL_SECONDS above the longest request")

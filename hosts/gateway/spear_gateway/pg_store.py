@@ -52,6 +52,8 @@ CREATE TABLE IF NOT EXISTS spear_gateway.spear_budget_requests (
     admitted_at         TIMESTAMPTZ NOT NULL DEFAULT now(),
     settled_at          TIMESTAMPTZ
 );
+ALTER TABLE spear_gateway.spear_budget_requests
+    ADD COLUMN IF NOT EXISTS expired BOOLEAN NOT NULL DEFAULT false;
 CREATE INDEX IF NOT EXISTS spear_budget_requests_in_flight
     ON spear_gateway.spear_budget_requests (key) WHERE NOT settled;
 """
@@ -76,8 +78,10 @@ class PgStore:
     """The ledger of budget.Ledger, in PostgreSQL at `url`; methods block (call them from a
     thread in async code)."""
 
-    def __init__(self, url: str, hatch_cap_usd: float, *, max_connections: int = 8) -> None:
+    def __init__(self, url: str, hatch_cap_usd: float, *, max_connections: int = 8,
+                 hold_ttl_seconds: float | None = None) -> None:
         self.cap = nanos("hatch_cap_usd", hatch_cap_usd)
+        self.hold_ttl_seconds = hold_ttl_seconds
         self._pool = ConnectionPool(libpq_url(url), min_size=1, max_size=max_connections, open=True,
                                     kwargs={"autocommit": True})
         self._run(self._create_schema)
@@ -117,8 +121,11 @@ class PgStore:
         def work(conn: psycopg.Connection) -> Admission:
             conn.execute("INSERT INTO spear_gateway.spear_budget_keys (key) VALUES (%s) ON CONFLICT DO NOTHING",
                          (key,))
+            conn.execute("SELECT 1 FROM spear_gateway.spear_budget_keys WHERE key = %s FOR UPDATE",
+                         (key,))
+            self._expire_key(conn, key)
             current, used = conn.execute(
-                "SELECT window_id, used_nanos FROM spear_gateway.spear_budget_keys WHERE key = %s FOR UPDATE",
+                "SELECT window_id, used_nanos FROM spear_gateway.spear_budget_keys WHERE key = %s",
                 (key,)).fetchone()
             known = conn.execute("SELECT 1 FROM spear_gateway.spear_budget_requests WHERE request_id = %s",
                                  (request_id,)).fetchone() is not None
@@ -145,6 +152,7 @@ class PgStore:
                  month: str = "") -> Escalation:
         """As budget.Ledger.escalate."""
         estimate = nanos_up("estimate_usd", estimate_usd)
+        self.expire_stale()
 
         def work(conn: psycopg.Connection) -> Escalation:
             current, spent = conn.execute(
@@ -183,11 +191,12 @@ class PgStore:
             if owner is not None:  # the key's row first: the lock order of admit
                 conn.execute("SELECT 1 FROM spear_gateway.spear_budget_keys WHERE key = %s FOR UPDATE", owner)
             row = conn.execute(
-                "SELECT key, held_nanos, hatch_held_nanos, settled FROM spear_gateway.spear_budget_requests"
-                " WHERE request_id = %s FOR UPDATE", (request_id,)).fetchone()
+                "SELECT key, held_nanos, hatch_held_nanos, settled, expired"
+                " FROM spear_gateway.spear_budget_requests WHERE request_id = %s FOR UPDATE",
+                (request_id,)).fetchone()
             hold = None if row is None else Hold(*row[:3])
             BudgetRules.check_settle(request_id, hold, bool(row and row[3]), key_amount,
-                                     hatch_amount)
+                                     hatch_amount, expired=bool(row and row[4]))
             conn.execute("UPDATE spear_gateway.spear_budget_requests SET settled = true, key_settled_nanos = %s,"
                          " hatch_settled_nanos = %s, settled_at = now() WHERE request_id = %s",
                          (key_amount, hatch_amount, request_id))
@@ -198,6 +207,44 @@ class PgStore:
                              " WHERE id = 1", (hatch_amount,))
 
         self._run(work)
+
+    # -- holds their process never settled ---------------------------------------------------
+
+    def _expire_key(self, conn: psycopg.Connection, key: str) -> None:
+        """Charge in full the key's holds older than the TTL (the key's row is locked)."""
+        if self.hold_ttl_seconds is None:
+            return
+        held, hatch_held = conn.execute(
+            "WITH stale AS (UPDATE spear_gateway.spear_budget_requests SET settled = true,"
+            " expired = true, key_settled_nanos = held_nanos,"
+            " hatch_settled_nanos = coalesce(hatch_held_nanos, 0), settled_at = now()"
+            " WHERE key = %s AND NOT settled"
+            " AND admitted_at < now() - make_interval(secs => %s)"
+            " RETURNING held_nanos, coalesce(hatch_held_nanos, 0) AS hatch)"
+            " SELECT coalesce(sum(held_nanos), 0), coalesce(sum(hatch), 0) FROM stale",
+            (key, self.hold_ttl_seconds)).fetchone()
+        if held:
+            conn.execute("UPDATE spear_gateway.spear_budget_keys SET used_nanos = used_nanos + %s"
+                         " WHERE key = %s", (held, key))
+        if hatch_held:
+            conn.execute("UPDATE spear_gateway.spear_budget_hatch SET spent_nanos = spent_nanos + %s"
+                         " WHERE id = 1", (hatch_held,))
+
+    def expire_stale(self) -> None:
+        """Charge in full every hold older than the TTL, key by key (the lock order: the key's
+        row, then the hatch's)."""
+        if self.hold_ttl_seconds is None:
+            return
+        keys = self._run(lambda conn: conn.execute(
+            "SELECT DISTINCT key FROM spear_gateway.spear_budget_requests WHERE NOT settled"
+            " AND admitted_at < now() - make_interval(secs => %s)",
+            (self.hold_ttl_seconds,)).fetchall())
+        for (key,) in keys:
+            def work(conn: psycopg.Connection, key: str = key) -> None:
+                conn.execute("SELECT 1 FROM spear_gateway.spear_budget_keys WHERE key = %s FOR UPDATE",
+                             (key,))
+                self._expire_key(conn, key)
+            self._run(work)
 
     # -- what the gauges and the tests read ----------------------------------------------------
 

@@ -17,6 +17,7 @@ class Settings:
     hatch_cap_usd: float
     database_url: str | None
     default_max_tokens: int
+    hold_ttl_seconds: float = 3600.0
 
     @classmethod
     def from_environment(cls, env: Mapping[str, str]) -> Settings:
@@ -31,6 +32,10 @@ class Settings:
         limit = env.get("SPEAR_DEFAULT_MAX_TOKENS", "4096")
         if not limit.isdigit() or int(limit) < 1:
             problems.append(f"SPEAR_DEFAULT_MAX_TOKENS={limit!r}: allowed is an integer >= 1")
+        ttl = env.get("SPEAR_HOLD_TTL_SECONDS", "3600")
+        if not ttl.isdigit() or int(ttl) < 60:
+            problems.append(f"SPEAR_HOLD_TTL_SECONDS={ttl!r}: allowed is an integer >= 60 (longer"
+                            " than any request, its retries and its escalation)")
         fleet = env.get("SPEAR_FLEET_MODEL", CODER_MODEL)
         if fleet == env.get("SPEAR_HATCH_MODEL", FRONTIER_MODEL):
             problems.append(f"SPEAR_HATCH_MODEL={fleet!r}: allowed is a model other than the"
@@ -41,6 +46,6 @@ class Settings:
                    hatch_model=env.get("SPEAR_HATCH_MODEL", FRONTIER_MODEL),
                    hatch_cap_usd=cap_usd,
                    database_url=env.get("SPEAR_BUDGET_DATABASE_URL") or env.get("DATABASE_URL"),
-                   default_max_tokens=int(limit))
+                   default_max_tokens=int(limit), hold_ttl_seconds=float(ttl))
 
 

@@ -1,6 +1,8 @@
 """Budget windows: a key's window follows LiteLLM's budget_reset_at, the hatch's follows the
 calendar month; neither starts anew while a request admitted in the old one is in flight."""
 
+import pytest
+
 from spear_gateway.budget import Ledger
 
 
@@ -50,3 +52,37 @@ def test_the_hatch_cap_starts_again_in_a_new_month_once_no_escalation_is_in_flig
     assert ledger.escalate("b", 503, estimate_usd=1.0, month="2026-12") == "hatch"
     ledger.settle("b", 1.0, hatch_usd=1.0)
     assert ledger.hatch_spent_usd == 1.0
+
+
+class Clock:
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self):
+        return self.now
+
+
+def test_a_hold_its_process_never_settled_is_charged_in_full_after_its_ttl_and_frees_the_window():
+    clock = Clock()
+    ledger = Ledger(hatch_cap_usd=10.0, hold_ttl_seconds=600, clock=clock)
+    ledger.admit("ana", "lost", 4.0, 10.0, window="w1")
+    ledger.escalate("lost", 503, estimate_usd=2.0)
+    clock.now = 599
+    assert ledger.admit("ana", "b", 1.0, 10.0, window="w2") == "fleet"     # still in flight
+    ledger.settle("b", 1.0)
+    clock.now = 601
+    # The lost request's process is gone: its hold is charged, the window may roll.
+    assert ledger.admit("ana", "c", 10.0, 10.0, window="w2") == "fleet"
+    assert ledger.used_usd("ana") == 0.0 and ledger.hatch_spent_usd == 2.0
+
+
+def test_a_late_settlement_of_an_expired_hold_is_refused_and_charges_nothing_more():
+    from spear_gateway.budget import HoldExpired
+    clock = Clock()
+    ledger = Ledger(hatch_cap_usd=10.0, hold_ttl_seconds=60, clock=clock)
+    ledger.admit("ana", "slow", 4.0, 10.0)
+    clock.now = 61
+    ledger.expire_stale()
+    with pytest.raises(HoldExpired, match="expired"):
+        ledger.settle("slow", 1.0)
+    assert ledger.used_usd("ana") == 4.0

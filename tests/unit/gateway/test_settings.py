@@ -35,3 +35,8 @@ def test_a_missing_or_unusable_hatch_cap_is_refused(cap):
     env = {} if cap is None else {"SPEAR_HATCH_MONTHLY_CAP_USD": cap}
     with pytest.raises(ValueError, match="SPEAR_HATCH_MONTHLY_CAP_USD"):
         Settings.from_environment(env)
+
+
+def test_a_hold_ttl_shorter_than_a_minute_is_refused():
+    with pytest.raises(ValueError, match="SPEAR_HOLD_TTL_SECONDS='5': allowed is an integer >= 60"):
+        Settings.from_environment({"SPEAR_HATCH_MONTHLY_CAP_USD": "1", "SPEAR_HOLD_TTL_SECONDS": "5"})
