@@ -5,7 +5,7 @@ the OpenAI-compatible stand-in (usage and a unique id per completion).
 
 The tests share one database and run in order, as the gateway lives: migrate, keys and spend on
 1.91.1 across a restart, then the upgrade to 1.108.7 on the same database. Proxy starts cost
-40-70 s each: three in all."""
+40-70 s each: four in all."""
 
 from __future__ import annotations
 
@@ -266,14 +266,19 @@ def test_upgrading_litellm_applies_only_the_new_migrations_and_keeps_keys_and_42
     story["timings"].update({"venv_1.108.7_s": new_venv.seconds, "migrate_upgrade_s": upgraded.seconds,
                              "migrations_new_in_1.108.7": upgraded.applied})
 
-    with LitellmProxy(new_venv.path, config_yaml(budget_status_429=True), port=PROXY_PORT,
-                      log_dir=tmp_path, database_url=db.url) as proxy:
-        story["timings"]["start_1.108.7_s"] = proxy.last_start_seconds
-        bob = story["bob"]
-        info = key_info(proxy, bob)
-        assert info["spend"] == pytest.approx(story["bob_spend"])
-        assert (info["max_budget"], info["metadata"]) == (TINY_BUDGET, {"developer": "bob"})
-        refused = refused_for_budget(proxy, bob)
-        assert refused is not None and refused.status == 429
-        assert refused.body["error"]["type"] == "budget_exceeded"
+    bob = story["bob"]
+    # From 1.108 an over-budget key is refused with 422 unless the config asks for 429, as the
+    # gateway's rendered config does: both ways, on the same database.
+    for keep_429, status in ((False, 422), (True, 429)):
+        log_dir = tmp_path / f"keep-429-{keep_429}"
+        log_dir.mkdir()
+        with LitellmProxy(new_venv.path, config_yaml(budget_status_429=keep_429), port=PROXY_PORT,
+                          log_dir=log_dir, database_url=db.url) as proxy:
+            story["timings"][f"start_1.108.7_{status}_s"] = proxy.last_start_seconds
+            info = key_info(proxy, bob)
+            assert info["spend"] == pytest.approx(story["bob_spend"])
+            assert (info["max_budget"], info["metadata"]) == (TINY_BUDGET, {"developer": "bob"})
+            refused = refused_for_budget(proxy, bob)
+            assert refused is not None and refused.status == status, refused
+            assert refused.body["error"]["type"] == "budget_exceeded"
     print("measured:", json.dumps(story["timings"], indent=1))
