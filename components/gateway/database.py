@@ -49,11 +49,15 @@ class LocalDatabaseProvider(HostProvider):
         port = int(props["port"])
         env_file = posixpath.join(props["runtime_dir"], "config", "database.env")
         script = f"""set -eu
+cd /  # psql as postgres from root's home would complain it cannot enter it
 if ! command -v pg_createcluster >/dev/null; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql-{PG_VERSION} >/dev/null
 fi
+# UTF-8 whatever the host's locale: a minimal host has none, and initdb would then pick
+# SQL_ASCII, whose text the hooks' driver can only read as bytes.
 if [ ! -d /etc/postgresql/{PG_VERSION}/{CLUSTER} ]; then
-  pg_createcluster {PG_VERSION} {CLUSTER} --port {port} -- --auth-local=peer --auth-host=scram-sha-256 >/dev/null
+  pg_createcluster {PG_VERSION} {CLUSTER} --port {port} --locale C.UTF-8 --encoding UTF8 \
+    -- --auth-local=peer --auth-host=scram-sha-256 >/dev/null
 fi
 conf=/etc/postgresql/{PG_VERSION}/{CLUSTER}
 # Loopback only, on the stack's port (conf.d is read after postgresql.conf, so it wins).
@@ -77,9 +81,16 @@ runuser -u postgres -- psql -q -p {port} -v ON_ERROR_STOP=1 -v pw="$password" <<
 SELECT format('CREATE ROLE {ROLE} LOGIN PASSWORD %L', :'pw')
   WHERE NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '{ROLE}') \\gexec
 SELECT format('ALTER ROLE {ROLE} PASSWORD %L', :'pw') \\gexec
-SELECT 'CREATE DATABASE {DATABASE} OWNER {ROLE}'
+SELECT 'CREATE DATABASE {DATABASE} OWNER {ROLE} ENCODING ''UTF8'' TEMPLATE template0'
   WHERE NOT EXISTS (SELECT FROM pg_database WHERE datname = '{DATABASE}') \\gexec
 SQL
+encoding=$(runuser -u postgres -- psql -p {port} -d {DATABASE} -Atc 'SHOW server_encoding')
+if [ "$encoding" != UTF8 ]; then
+  echo "the database {DATABASE} in cluster {PG_VERSION}/{CLUSTER} is $encoding, not UTF8 (made" \
+       "by an earlier version); keep its data with pg_dump, then pg_dropcluster --stop" \
+       "{PG_VERSION} {CLUSTER} and run up again" >&2
+  exit 1
+fi
 """
         with Session(props["connection"]) as host:
             host.run(script)

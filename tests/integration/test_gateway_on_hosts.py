@@ -182,6 +182,16 @@ def test_every_harness_reaches_coder_through_the_gateway_in_its_own_dialect(proj
     assert SMOKE_ANSWER in "".join(texts)
 
 
+def test_no_answered_request_leaves_a_hold_in_the_budget_ledger(hosts):
+    with gateway_session(hosts) as ssh:
+        rows = ssh.run(f"cd / && runuser -u postgres -- psql -p {DATABASE_PORT} -d litellm -Atc"
+                       " \"SELECT settled, count(*) FROM spear_gateway.spear_budget_requests"
+                       " GROUP BY settled\"").stdout.split()
+    counts = dict(row.split("|") for row in rows)
+    assert counts.get("f", "0") == "0", counts  # no hold left behind by an answered request
+    assert int(counts["t"]) >= 7  # the smoke tests and the dialects' requests
+
+
 def test_a_request_whose_worst_case_exceeds_the_budget_is_refused_with_429(project):
     key = project.outputs(STACK)["harnesses"]["bob"]["qwen-code"]["env"]["OPENAI_API_KEY"]
     # 20000 output tokens at 2 USD per million is 0.04 USD: more than bob's 0.02 can hold.
@@ -221,6 +231,30 @@ def test_a_budget_raise_a_removed_developer_and_a_setting_are_exactly_that_chang
     assert chat(ana_key)[0] == 200
     assert "cyn" not in after
     assert chat(before["cyn"]["qwen-code"]["env"]["OPENAI_API_KEY"])[0] == 401
+
+
+def test_a_budget_changed_by_hand_is_drift_that_refresh_shows_and_up_puts_back(project):
+    key = project.outputs(STACK)["harnesses"]["ana"]["qwen-code"]["env"]["OPENAI_API_KEY"]
+    status, _ = call("/key/update", {"key": key, "max_budget": 1000}, bearer(MASTER_KEY))
+    assert status == 200  # someone raised it in the admin UI
+    assert project.refresh(STACK).ok
+    preview = project.preview(STACK)
+    ops = {step["urn"].rsplit("::", 1)[1]: step["op"] for step in preview["steps"]
+           if step["op"] != "same"}
+    assert ops == {"gateway-key-ana": "update"}, ops
+    assert project.up(STACK).ok
+    status, info = call(f"/key/info?key={key}", None, bearer(MASTER_KEY), method="GET")
+    assert info["info"]["max_budget"] == 40  # the stack's value again, same key
+
+
+def test_bumping_rotation_gives_the_developer_a_new_key_that_works(project):
+    old = project.outputs(STACK)["harnesses"]["ana"]["qwen-code"]["env"]["OPENAI_API_KEY"]
+    project.set_config(STACK, "developers.ana.rotation", 1)
+    update = project.up(STACK)
+    assert update.ok, update.output[-6000:]
+    new = project.outputs(STACK)["harnesses"]["ana"]["qwen-code"]["env"]["OPENAI_API_KEY"]
+    assert new != old
+    assert chat(new)[0] == 200
 
 
 def test_a_litellm_upgrade_reinstalls_applies_only_new_migrations_and_keeps_the_keys(project):
