@@ -5,9 +5,10 @@ $SPEAR_CACHE/litellm/), migrated with hosts/gateway/migrate.sh, and run with a g
 Two modes: config-only (no database: routing, master key, fallbacks, metrics) and database mode
 (PostgreSQL through Prisma's WebAssembly query engine, the offline engine the local stack uses).
 
-    venv = litellm_venv("1.91.1")
+    venv = litellm_venv("1.91.1").path
+    migrate(venv, db.url)                       # database mode only
     with LitellmProxy(venv, config_yaml, port=4100, log_dir=tmp_path,
-                      database_url=db.url) as proxy:
+                      database_url=db.url) as proxy:   # no database_url: config-only
         proxy.post("/key/generate", {...})
 
 A start costs 40-70 s on two cores (mostly imports): share one proxy per test module.

@@ -57,4 +57,4 @@ async function startEngine({ datamodel, url, logLevel = 'error' }) {
   };
 }
 
-module.exports = { loadWasm, startEngine, poolOptions };
+module.exports = { loadWasm, startEngine };
