@@ -104,3 +104,37 @@ def test_the_hatch_spend_gauge_shows_what_the_frontier_cost(gateway):
         time.sleep(0.2)
     assert metric(proxy, "spear_hatch_spend_usd") == pytest.approx(spend + 0.0016)
     assert metric(proxy, "spear_hatch_cap_usd") == 100.0
+
+
+# Each harness's dialect reaches the same hatch: Claude Code's Messages API and Codex's
+# Responses API, bridged onto the fleet's chat completions.
+DIALECTS = {
+    "/v1/messages": lambda text: {"model": CODER_MODEL, "max_tokens": 16,
+                                  "messages": [{"role": "user", "content": text}]},
+    "/v1/responses": lambda text: {"model": CODER_MODEL, "max_output_tokens": 16, "input": text},
+}
+
+
+@pytest.mark.parametrize("route", DIALECTS)
+@pytest.mark.parametrize("status, escalates", [(503, True), (400, False)])
+def test_every_dialect_escalates_only_a_fleet_failure(gateway, route, status, escalates):
+    proxy, upstream, frontier = gateway
+    calls = frontier.calls
+    body = DIALECTS[route](f"SPEAR-ANSWER-STATUS={status}")
+    if escalates:
+        answer = proxy.post(route, body, timeout=60)
+        assert "SPEAR-FRONTIER-OK" in str(answer)
+    else:
+        with pytest.raises(ProxyError) as refused:
+            proxy.post(route, body, timeout=60)
+        assert refused.value.status == status
+    assert frontier.calls == calls + (1 if escalates else 0)
+    assert upstream.calls[-1].answered == status
+
+
+def test_no_request_is_left_holding_budget_once_answered(gateway):
+    proxy, upstream, frontier = gateway
+    deadline = time.monotonic() + 10
+    while metric(proxy, "spear_requests_in_flight") and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert metric(proxy, "spear_requests_in_flight") == 0

@@ -34,7 +34,9 @@ def gateway_config(upstream_url: str, frontier_url: str, *, hooks: bool = True,
         "model_list": [
             {"model_name": CODER_MODEL, "litellm_params": priced(
                 {"model": "openai/spear-coder-standin", "api_base": upstream_url,
-                 "api_key": "fleet-standin-key"}, coder_prices)},
+                 "api_key": "fleet-standin-key",
+                 # As the gateway's config: Responses and Messages onto chat completions.
+                 "use_chat_completions_api": True}, coder_prices)},
             {"model_name": FRONTIER_MODEL, "litellm_params": priced(
                 {"model": "anthropic/claude-standin", "api_base": frontier_url,
                  "api_key": "os.environ/FRONTIER_API_KEY"}, frontier_prices)},
@@ -44,9 +46,13 @@ def gateway_config(upstream_url: str, frontier_url: str, *, hooks: bool = True,
             "request_timeout": request_timeout,
             "callbacks": [HATCH_CALLBACK, "prometheus"] if hooks else ["prometheus"],
             "budget_exceeded_status_code": 429,
+            "use_chat_completions_url_for_anthropic_messages": True,
         },
         "general_settings": {"master_key": "os.environ/LITELLM_MASTER_KEY",
-                             "enforce_fallback_model_access": False},
+                             "enforce_fallback_model_access": False,
+                             # Spend lands in the database within a second (default 10 s),
+                             # so a test reads it sooner.
+                             "proxy_batch_write_at": 1},
     }
     return yaml.safe_dump(config, sort_keys=False)
 

@@ -35,8 +35,9 @@ call: a refusal there is logged as a failure OF the frontier deployment and can 
 cooldown); a `custom_provider_map` wrapper around the fleet (re-implements routing, retries and
 streaming). On 1.108.7 the router also checks that the key could call the fallback target
 itself (proxy/auth/fallback_model_access.py, `enforce_fallback_model_access`, default true):
-developer keys are scoped to `coder` only, so the rendered config sets it to false, and this hook
-refuses `frontier` asked for directly (403 `hatch_not_direct`).
+developer keys are scoped to `coder` only, so the rendered config sets it to false (measured:
+with it left true, every escalation of a coder-only key on 1.108.7 ended in the fleet's 503),
+and this hook refuses `frontier` asked for directly (403 `hatch_not_direct`).
 
 Budgets: `async_pre_call_hook` (before routing) reserves the request's worst case against the
 key's max_budget (user_api_key_dict.max_budget / .spend / .budget_reset_at) in the shared ledger
@@ -130,6 +131,7 @@ class SpearGateway(CustomLogger):
         self._store: Any = None
         self._store_lock = asyncio.Lock()  # the first requests arrive together: one pool
         self._in_flight: dict[str, InFlight] = {}
+        metrics.IN_FLIGHT.set_function(lambda: len(self._in_flight))
 
     async def store(self) -> Any:
         async with self._store_lock:

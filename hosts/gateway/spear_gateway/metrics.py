@@ -23,3 +23,5 @@ HOLDS_EXPIRED_THEN_SETTLED = Counter(
     "spear_budget_holds_expired_then_settled",
     "Requests that finished after their hold expired (charged in full at expiry): raise "
     "SPEAR_HOLD_TTL_SECONDS above the longest request")
+IN_FLIGHT = Gauge(
+    "spear_requests_in_flight", "Admitted requests this process holds budget for, not yet settled")
