@@ -159,7 +159,7 @@ class Gateway(pulumi.ComponentResource):
                       for remote, local in HOOK_FILES.items()]
 
         # Which database the records live in: a new one means new keys.
-        database = (self.database.id if self.database else
+        database = (self.database.system_id if self.database else
                     pulumi.Output.secret(args.database_url).apply(content_digest))
         self.migrations = Migrations(f"{name}-migrations", MigrationsArgs(
             connection=connection, runtime_dir=runtime, install_key=self.install.install_key,

@@ -55,7 +55,8 @@ if ! command -v pg_createcluster >/dev/null; then
 fi
 # UTF-8 whatever the host's locale: a minimal host has none, and initdb would then pick
 # SQL_ASCII, whose text the hooks' driver can only read as bytes.
-if [ ! -d /etc/postgresql/{PG_VERSION}/{CLUSTER} ]; then
+if [ ! -f /etc/postgresql/{PG_VERSION}/{CLUSTER}/postgresql.conf ]; then
+  rm -rf /etc/postgresql/{PG_VERSION}/{CLUSTER}  # what a dropped cluster leaves (our conf.d)
   pg_createcluster {PG_VERSION} {CLUSTER} --port {port} --locale C.UTF-8 --encoding UTF8 \
     -- --auth-local=peer --auth-host=scram-sha-256 >/dev/null
 fi
@@ -91,18 +92,21 @@ if [ "$encoding" != UTF8 ]; then
        "{PG_VERSION} {CLUSTER} and run up again" >&2
   exit 1
 fi
+# Which database this is: a re-created cluster is another one (new migrations, new keys).
+runuser -u postgres -- psql -p {port} -Atc 'SELECT system_identifier FROM pg_control_system()'
 """
         with Session(props["connection"]) as host:
-            host.run(script)
+            system_id = host.run(script).stdout.split()[-1]
         return {**props, "cluster": f"{PG_VERSION}/{CLUSTER}", "database": DATABASE,
-                "env_file": env_file}
+                "env_file": env_file, "system_id": system_id}
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
         with Session(props["connection"]) as host:
-            present = host.run(f"test -d /etc/postgresql/{PG_VERSION}/{CLUSTER}", check=False)
-        if present.code != 0:
-            return ReadResult(id_=None, outs={})
-        return ReadResult(id_=id_, outs=dict(props))
+            found = host.run(f"cd / && runuser -u postgres -- psql -p {int(props['port'])} -Atc"
+                             " 'SELECT system_identifier FROM pg_control_system()'", check=False)
+        if found.code != 0:
+            return ReadResult(id_=None, outs={})  # gone or down: `up` makes or starts it again
+        return ReadResult(id_=id_, outs={**props, "system_id": found.stdout.strip()})
 
     def delete(self, _id: str, props: dict[str, Any]) -> None:
         # The keys, budgets and spend are the developers' records: a destroy stops the cluster
@@ -115,6 +119,7 @@ fi
 class LocalDatabase(HostResource, module=tokens.DYNAMIC_MODULE,
                     name=tokens.GATEWAY_DATABASE.name):
     env_file: pulumi.Output[str]
+    system_id: pulumi.Output[str]  # PostgreSQL's own id of the cluster: new when re-created
 
     def __init__(self, name: str, args: LocalDatabaseArgs,
                  opts: pulumi.ResourceOptions | None = None) -> None:
@@ -122,7 +127,7 @@ class LocalDatabase(HostResource, module=tokens.DYNAMIC_MODULE,
             "connection": args.connection,
             "runtime_dir": args.runtime_dir,
             "port": args.port,
-        }, opts, outputs=("cluster", "database", "env_file"))
+        }, opts, outputs=("cluster", "database", "env_file", "system_id"))
 
 
 @dataclass

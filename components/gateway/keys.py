@@ -20,7 +20,7 @@ import pulumi
 from pulumi.dynamic import DiffResult, ReadResult
 
 from components.hostops.host_resource import HostProvider, HostResource
-from components.hostops.ssh import RemoteError, Session, bearer_headers
+from components.hostops.ssh import NoAnswer, RemoteError, Session, bearer_headers
 from config.types import Developer
 from spear import tokens
 
@@ -128,7 +128,13 @@ class GatewayKeyProvider(HostProvider):
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
         api = KeyApi(props)
-        status, answer = api.call("GET", f"/key/info?key={props['key']}", ok=(200, 404))
+        try:
+            status, answer = api.call("GET", f"/key/info?key={props['key']}", ok=(200, 404))
+        except NoAnswer:
+            # The proxy is down (a re-created host, a restart): nothing to compare with. The
+            # record stands; the next `up` starts the proxy, and a new database (its `database`
+            # input) re-creates the key.
+            return ReadResult(id_=id_, outs=dict(props))
         info = answer.get("info") or {}
         # 1.91.1 answers 404 for a deleted key, 1.108.7 200 with status "deleted".
         if status == 404 or info.get("status") == "deleted":
