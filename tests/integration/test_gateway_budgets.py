@@ -109,7 +109,7 @@ def settled_spend(proxy, key, expected_at_least):
     while time.monotonic() < deadline:
         spend = proxy.get(f"/key/info?key={key}")["info"]["spend"]
         if spend >= expected_at_least - 1e-9:
-            time.sleep(12)  # one more batch interval: nothing else arrives
+            time.sleep(3)  # a few more batch writes (every second here): nothing else arrives
             return proxy.get(f"/key/info?key={key}")["info"]["spend"]
         time.sleep(2)
     return spend
