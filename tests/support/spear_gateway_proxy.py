@@ -23,7 +23,7 @@ FRONTIER_KEY = "sk-ant-spear-standin"
 def gateway_config(upstream_url: str, frontier_url: str, *, hooks: bool = True,
                    coder_prices: tuple[float, float] = (0.0, 0.01),
                    frontier_prices: tuple[float, float] = (0.0, 1.0),
-                   request_timeout: int = 3) -> str:
+                   request_timeout: int = 3, num_retries: int = 0) -> str:
     """config.yaml: `coder` on the upstream stand-in, `frontier` on the frontier stand-in, each
     with (input, output) USD per token; with `hooks` spear-fleet's callbacks, without them
     stock LiteLLM (its own budget check only, no hatch)."""
@@ -41,7 +41,7 @@ def gateway_config(upstream_url: str, frontier_url: str, *, hooks: bool = True,
                 {"model": "anthropic/claude-standin", "api_base": frontier_url,
                  "api_key": "os.environ/FRONTIER_API_KEY"}, frontier_prices)},
         ],
-        "router_settings": {"num_retries": 0, "disable_cooldowns": True},
+        "router_settings": {"num_retries": num_retries, "disable_cooldowns": True},
         "litellm_settings": {
             "request_timeout": request_timeout,
             "callbacks": [HATCH_CALLBACK, "prometheus"] if hooks else ["prometheus"],

@@ -51,8 +51,9 @@ import asyncio
 import datetime
 import logging
 import os
+import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from fastapi import HTTPException
@@ -80,6 +81,7 @@ class InFlight:
     hatch_held_usd: float = 0.0
     escalated: bool = False
     hatch_refused: bool = False
+    admitted: float = field(default_factory=time.monotonic)
 
 
 def _metadata(data: dict[str, Any] | None) -> dict[str, Any]:
@@ -114,10 +116,6 @@ class Refusal(HTTPException):
     def __init__(self, status: int, kind: str, message: str) -> None:
         super().__init__(status_code=status, detail=message)
         self.type, self.message, self.param = kind, message, None
-
-
-def _refusal(status: int, kind: str, message: str) -> Refusal:
-    return Refusal(status, kind, message)
 
 
 class SpearGateway(CustomLogger):
@@ -180,9 +178,9 @@ class SpearGateway(CustomLogger):
         settings = self.settings
         model = data.get("model")
         if model == settings.hatch_model:
-            raise _refusal(403, "hatch_not_direct",
-                           f"'{model}' is the gateway's hatch: it answers only when the fleet "
-                           f"cannot (429, 5xx, no answer); ask for '{settings.fleet_model}'")
+            raise Refusal(403, "hatch_not_direct",
+                          f"'{model}' is the gateway's hatch: it answers only when the fleet "
+                          f"cannot (429, 5xx, no answer); ask for '{settings.fleet_model}'")
         if model != settings.fleet_model:
             return data
         limit = output_limit(data)
@@ -200,10 +198,11 @@ class SpearGateway(CustomLogger):
             spend_usd=float(getattr(user_api_key_dict, "spend", 0.0) or 0.0))
         if verdict != "fleet":
             metrics.BUDGET_REJECTIONS.inc()
-            raise _refusal(429, "spear_budget_exceeded",
-                           f"SpearBudgetExceeded: this request may cost up to ${worst:.6f} and "
-                           f"the key's budget of ${budget} cannot hold it with its spend and its "
-                           "requests in flight; lower max_tokens or wait for them to finish")
+            raise Refusal(429, "spear_budget_exceeded",
+                          f"SpearBudgetExceeded: this request may cost up to ${worst:.6f} and "
+                          f"the key's budget of ${budget} cannot hold it with its spend and its "
+                          "requests in flight; lower max_tokens or wait for them to finish")
+        self._forget_expired()
         self._in_flight[request_id] = InFlight(key, worst)
         # The hatch as this request's own fallback (LiteLLM's per-request `fallbacks`): without
         # this hook loaded there is no fallback at all, and config.yaml sets none.
@@ -215,6 +214,13 @@ class SpearGateway(CustomLogger):
         for meta in targets:
             meta[REQUEST_ID] = request_id
         return data
+
+    def _forget_expired(self) -> None:
+        """A request whose end LiteLLM never reported (a client gone mid-stream) is forgotten
+        here when the ledger expires its hold."""
+        cutoff = time.monotonic() - self.settings.hold_ttl_seconds
+        for request_id in [r for r, f in self._in_flight.items() if f.admitted < cutoff]:
+            del self._in_flight[request_id]
 
     # -- 2. the hatch (router level) ---------------------------------------------------------
 
@@ -236,7 +242,7 @@ class SpearGateway(CustomLogger):
         request = self._in_flight.get(request_id)
         if request is None or request.failure is None:
             # Not an escalation of an admitted fleet request: the hatch stays shut.
-            raise _refusal(403, "hatch_not_direct", f"'{model}' answers only escalations")
+            raise Refusal(403, "hatch_not_direct", f"'{model}' answers only escalations")
         if not request.failure.escalates:
             raise request.error  # run_async_fallback fails; the developer gets this, unchanged
         estimate = worst_case_usd(request_kwargs or {}, self._prices(model),
@@ -246,7 +252,7 @@ class SpearGateway(CustomLogger):
         if verdict != "hatch":
             request.hatch_refused = True
             metrics.HATCH_REJECTIONS.labels(status=request.failure.label).inc()
-            raise _refusal(429, "hatch_budget_exhausted", "the hatch's monthly cap is reached")
+            raise Refusal(429, "hatch_budget_exhausted", "the hatch's monthly cap is reached")
         if not request.escalated:
             request.escalated, request.hatch_held_usd = True, estimate
             metrics.HATCH_ESCALATIONS.labels(status=request.failure.label).inc()
@@ -280,7 +286,7 @@ class SpearGateway(CustomLogger):
             return None
         await self._settle(request_id, request, 0.0, 0.0)  # nothing was served: release
         if request.hatch_refused:
-            return _refusal(
+            return Refusal(
                 429, "hatch_budget_exhausted",
                 f"HatchBudgetExhausted: the fleet answered {request.failure.label} and the "
                 f"hatch's monthly cap of ${self.settings.hatch_cap_usd} is reached (counting "
