@@ -71,6 +71,14 @@ def test_a_client_error_reaches_the_developer_unchanged_and_never_the_frontier(g
     assert escalations(proxy) == counted
 
 
+def test_a_client_error_does_not_take_the_fleet_out_for_the_next_request(gateway):
+    proxy, upstream, frontier = gateway
+    with pytest.raises(ProxyError):
+        ask(proxy, "SPEAR-ANSWER-STATUS=404")
+    answer = ask(proxy, "hello")                     # at once: no cooldown of coder
+    assert answer["choices"][0]["message"]["content"] == "SPEAR-UPSTREAM-OK"
+
+
 @pytest.mark.parametrize("status", FLEET_FAILURES)
 def test_a_rate_limit_a_server_error_or_no_answer_escalates_to_the_frontier_and_is_counted(
         gateway, status):

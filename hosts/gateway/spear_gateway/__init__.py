@@ -31,6 +31,7 @@ config.yaml:
           output_cost_per_token: <USD>
     router_settings:                           # no `fallbacks` here (nor in litellm_settings):
       num_retries: <n>                         # the hook gives each coder request its hatch
+      disable_cooldowns: true                  # required, see below
     litellm_settings:
       callbacks: ["spear_gateway.callbacks.proxy_handler_instance", "prometheus"]
       request_timeout: <s>                     # a fleet that does not answer within it escalates
@@ -46,6 +47,14 @@ config.yaml:
       master_key: os.environ/LITELLM_MASTER_KEY
       enforce_fallback_model_access: false     # 1.108+: else a key scoped to coder never
                                                # reaches the hatch (the hook guards frontier)
+
+Why `disable_cooldowns: true`: with cooldowns on, LiteLLM takes a deployment out after a 401 or
+404 even when it is the group's only one (router_utils/cooldown_handlers.py 1.91.1
+_is_cooldown_required and _should_cooldown_deployment, `_should_retry(...) is False`): measured
+on 1.91.1, one developer's request that the fleet answered 404 made every `coder` request of
+every developer fail with "No deployments available" for the next 5 s, neither served nor
+escalated (no call was made, so there is no fleet status to classify, and escalating it would
+let a client error spend the hatch).
 
 The ledger's database: `SPEAR_BUDGET_DATABASE_URL`, else `DATABASE_URL` (the gateway's own
 PostgreSQL; a secret, in the unit's environment file, never in config.yaml). Its tables live in
