@@ -92,7 +92,12 @@ def render_config(gateway: Gateway, routes: list[Route]) -> str:
     }
     config = {
         "model_list": [*coder, frontier],
-        "router_settings": {"num_retries": gateway.num_retries},
+        "router_settings": {
+            "num_retries": gateway.num_retries,
+            # A fleet deployment in cooldown after one developer's 404 would fail every coder
+            # request for seconds, neither served nor escalated (measured).
+            "disable_cooldowns": True,
+        },
         "litellm_settings": {
             # The hatch and budget hooks, then LiteLLM's own Prometheus metrics (/metrics).
             "callbacks": [HATCH_CALLBACK, "prometheus"],

@@ -74,6 +74,8 @@ def test_budget_exceeded_answers_429_and_responses_are_bridged():
     assert config["litellm_settings"]["use_chat_completions_url_for_anthropic_messages"] is True
     assert (config["router_settings"]["num_retries"],
             config["litellm_settings"]["request_timeout"]) == (2, 600)
+    # One developer's client error must not put the fleet in cooldown for everyone.
+    assert config["router_settings"]["disable_cooldowns"] is True
 
 
 def test_no_litellm_fallback_is_rendered_the_hatch_hook_escalates():
