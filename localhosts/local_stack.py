@@ -1,24 +1,30 @@
-"""The embedded default: two local systemd hosts, and the files the `local` stack installs on them.
+"""The embedded default: two local systemd hosts and the local Kubernetes cluster, and the files
+the `local` stack installs on them.
 
 The hosts are nspawn containers (localhosts/host.py): `local`, the inference host, and `gateway`.
 The inference host's llama.cpp build folder and ccache live in the cache on this machine (bind
 mounts), so a re-created host, or a test host, reuses a finished build of the same key instead of
-spending 20 minutes on it again; the gateway host gets the wheelhouse LiteLLM installs from.
+spending 20 minutes on it again; the gateway host gets the wheelhouse LiteLLM installs from. The
+cluster `local` (localhosts/kubecluster.py, port slot 0) is where the stack's vLLM fleet goes; its
+binaries and the kubernetes provider plugin are built from Go modules once (localhosts/kubebuild.py).
 
-    python -m localhosts.local_stack up [--fresh]   # boot both hosts, make their files
+    python -m localhosts.local_stack up [--fresh]   # boot the hosts and the cluster, make their files
     python -m localhosts.local_stack down
+    pulumi stack output --json | python -m localhosts.local_stack report   # what up-local prints
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
 import yaml
 
-from localhosts import llama_source, tiny_model
+from localhosts import kubebuild, llama_source, tiny_model
 from localhosts.host import HostInfo, start_host, stop_host
+from localhosts.kubecluster import LOCAL_CLUSTER, LOCAL_SLOT, ClusterInfo, ClusterPorts, start_cluster, stop_cluster
 from localhosts.wheelhouse import ensure_wheelhouse
 from spear.cache import cache_dir
 
@@ -70,20 +76,56 @@ def start_gateway(name: str = GATEWAY_HOST, ssh_port: int = GATEWAY_SSH_PORT,
     return start_host(name, ssh_port, [(str(folder), WHEELHOUSE)], fresh=fresh)
 
 
+def start_local_cluster(fresh: bool = False) -> ClusterInfo:
+    """The cluster the stack's vLLM fleet names (its kubeconfig is written by the start), once its
+    binaries and the kubernetes provider plugin are built (cached: instant when they are)."""
+    kubebuild.ensure_all()
+    return start_cluster(LOCAL_CLUSTER, ClusterPorts.slot(LOCAL_SLOT), fresh=fresh)
+
+
+def report(outputs: dict) -> list[str]:
+    """The lines up-local ends with, from the stack's outputs: each inference host's smoke test,
+    each developer's through the gateway, and the vLLM fleet's rollout."""
+    lines = [f"smoke test ({name}): {host['smoke_test']}"
+             for name, host in outputs["inference_hosts"].items()]
+    lines += [f"smoke test (gateway, coder, {developer}): {summary}"
+              for developer, summary in (outputs.get("gateway") or {}).get("smoke_tests", {}).items()]
+    fleet = outputs.get("vllm_fleet")
+    if fleet:
+        stable = fleet["stable"]
+        ready = fleet.get("stable_ready_replicas") or 0
+        line = (f"vLLM fleet (local cluster, namespace {fleet['namespace']}): stable {stable['image']}"
+                f" revision {stable['revision'][:7]}, {ready}/{stable['replicas']} ready")
+        if fleet.get("canary"):
+            canary = fleet["canary"]
+            line += f"; canary {canary['image']} revision {canary['revision'][:7]}, {canary['replicas']} replicas"
+        lines.append(line + " (kwok's fake nodes: no container runs)")
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m localhosts.local_stack")
     sub = parser.add_subparsers(dest="command", required=True)
-    up = sub.add_parser("up", help="boot the local hosts and make the files their stack names")
-    up.add_argument("--fresh", action="store_true", help="start from clean root filesystems")
-    sub.add_parser("down", help="stop the local hosts")
+    up = sub.add_parser("up", help="boot the local hosts and the local cluster, and make the files"
+                                   " their stack names")
+    up.add_argument("--fresh", action="store_true",
+                    help="start from clean root filesystems and an empty etcd")
+    sub.add_parser("down", help="stop the local hosts and the local cluster")
+    sub.add_parser("report", help="print the smoke tests and the fleet's rollout from the stack's"
+                                  " outputs (`pulumi stack output --json` on stdin)")
     args = parser.parse_args(argv)
     if args.command == "up":
         for info in (start(fresh=args.fresh), start_gateway(fresh=args.fresh)):
             print(f"{info.name} host up: ssh -i {info.private_key_path} -p {info.ssh_port}"
                   " root@127.0.0.1", file=sys.stderr)
-    else:
+        cluster = start_local_cluster(fresh=args.fresh)
+        print(f"{cluster.name} cluster up: {cluster.server} (kubeconfig {cluster.kubeconfig})", file=sys.stderr)
+    elif args.command == "down":
         stop()
         stop(GATEWAY_HOST)
+        stop_cluster(LOCAL_CLUSTER)
+    else:
+        print("\n".join(report(json.load(sys.stdin))))
     return 0
 
 

@@ -22,7 +22,8 @@ from components.hostops.smoke_test import EXPECTED_TEXT
 from components.hostops.ssh import Session
 from spear.review import overall, parts
 from localhosts import llama_source, local_stack, tiny_model
-from tests.support.engine import REPO, Project, engine_env
+from tests.support.engine import Project, engine_env
+from tests.support.stack_files import local_inference_hosts
 
 
 HOST = "it-inference"
@@ -32,11 +33,6 @@ SERVER_PORT = 8110
 STACK = "it"
 UNIT = "spear-inference.service"
 SMOKE = f"end_turn | {EXPECTED_TEXT} | ()"
-
-
-def local_config() -> dict[str, Any]:
-    config = yaml.safe_load((REPO / "stacks" / "Pulumi.local.yaml").read_text())["config"]
-    return {key.split(":", 1)[1]: value for key, value in config.items()}
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +53,7 @@ def ssh(host):
 @pytest.fixture(scope="module")
 def project(host, tmp_path_factory):
     proj = Project(tmp_path_factory.mktemp("inference"), engine_env())
-    config = local_config()
+    config = local_inference_hosts()
     served = config["inferenceHosts"]["local"]
     served["ssh"]["port"] = SSH_PORT
     served["ssh"]["privateKeyPath"] = str(host.private_key_path)
@@ -99,7 +95,7 @@ def test_up_on_a_fresh_host_serves_and_passes_the_smoke_test(project, ssh):
     assert status == 200, body
     assert ssh.run("readlink /opt/spear/current").stdout.strip() == f"/opt/spear/builds/{out['build_key']}"
     manifest = json.loads(ssh.read("/opt/spear/models/manifest.json"))
-    assert [s["sha256"] for s in manifest["shards"]] == [local_config()["inferenceHosts"]["local"]["model"]["shards"][0]["sha256"]]
+    assert [s["sha256"] for s in manifest["shards"]] == [local_inference_hosts()["inferenceHosts"]["local"]["model"]["shards"][0]["sha256"]]
 
 
 def review(project: Project) -> tuple[str, dict[str, str]]:

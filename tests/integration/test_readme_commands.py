@@ -1,5 +1,6 @@
 """The README's first command, as a newcomer runs it: `scripts/up-local` brings up the embedded
-default and ends with the smoke test's three parts; run again, it changes nothing.
+default (the inference host, the gateway, and the vLLM fleet on the local Kubernetes cluster) and
+ends with every smoke test and the fleet's rollout; run again, it changes nothing.
 
 The stack's state goes to a throwaway file backend (PULUMI_BACKEND_URL, which scripts/env.sh
 keeps when set), so the developer's own `local` stack is never touched.
@@ -8,27 +9,41 @@ keeps when set), so the developer's own `local` stack is never touched.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 
 import pytest
 
 from localhosts import local_stack
 from localhosts.host import host_status
+from localhosts.kubecluster import LOCAL_CLUSTER, cluster_status
 from tests.support.engine import REPO
 
-SMOKE_LINE = "smoke test (local): end_turn | SPEAR-BACKEND-OK | ()"
+# The local cluster runs the fleet: its binaries and the kubernetes plugin are built from Go modules.
+pytestmark = pytest.mark.kubernetes
+
+ANSWER = "end_turn | SPEAR-BACKEND-OK | ()"
+LAST_LINES = [
+    f"smoke test (local): {ANSWER}",
+    *(f"smoke test (gateway, coder, {developer}): {ANSWER}" for developer in ("ana", "bob", "cyn")),
+    "vLLM fleet (local cluster, namespace vllm): stable vllm/vllm-openai:v0.24.0 revision da6e2ed,"
+    " 2/2 ready (kwok's fake nodes: no container runs)",
+]
 
 
 @pytest.fixture
 def backend(tmp_path):
-    if host_status(local_stack.LOCAL_HOST) is not None:
-        pytest.fail("the `local` host is already running; stop it first:"
+    running = [f"the `{name}` host" for name in (local_stack.LOCAL_HOST, local_stack.GATEWAY_HOST)
+               if host_status(name) is not None]
+    running += [f"the `{LOCAL_CLUSTER}` cluster"] if cluster_status(LOCAL_CLUSTER) else []
+    if running:
+        pytest.fail(f"{' and '.join(running)} already running; stop them first:"
                     " .venv/bin/python -m localhosts.local_stack down")
     env = {**os.environ, "PULUMI_BACKEND_URL": f"file://{tmp_path}"}
     yield env
     subprocess.run(["bash", "-c", "source scripts/env.sh && pulumi destroy --yes --stack local"
                     " --non-interactive"], cwd=REPO, env=env, capture_output=True, check=False)
-    local_stack.stop()
+    local_stack.main(["down"])
 
 
 def up_local(env: dict[str, str]) -> subprocess.CompletedProcess:
@@ -36,11 +51,20 @@ def up_local(env: dict[str, str]) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=3600)
 
 
-def test_up_local_brings_up_the_embedded_default_and_prints_the_smoke_test(backend):
+def resource_summary(stdout: str) -> list[str]:
+    """The lines of the "Resources:" block `pulumi up` ends with (after its preview's), e.g.
+    ["+ 15 created", "49 unchanged"]."""
+    blocks = re.findall(r"^Resources:\n((?:    .*\n)+)", stdout, re.MULTILINE)
+    assert blocks, stdout[-4000:]
+    return [line.strip() for line in blocks[-1].splitlines()]
+
+
+def test_up_local_brings_up_the_whole_local_fleet_and_prints_every_smoke_test(backend):
     first = up_local(backend)
     assert first.returncode == 0, first.stdout[-4000:] + first.stderr[-4000:]
-    assert first.stdout.strip().splitlines()[-1] == SMOKE_LINE
+    assert first.stdout.strip().splitlines()[-len(LAST_LINES):] == LAST_LINES
     again = up_local(backend)
     assert again.returncode == 0, again.stdout[-4000:] + again.stderr[-4000:]
-    assert again.stdout.strip().splitlines()[-1] == SMOKE_LINE
-    assert "9 unchanged" in again.stdout
+    assert again.stdout.strip().splitlines()[-len(LAST_LINES):] == LAST_LINES
+    [unchanged] = resource_summary(again.stdout)
+    assert re.fullmatch(r"\d+ unchanged", unchanged), again.stdout[-4000:]

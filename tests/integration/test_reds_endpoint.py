@@ -29,7 +29,7 @@ from spear.rules import SMOKE_ANSWER
 from tests.support.served_llama import SERVER_FLAGS
 from tests.support.engine import Project, engine_env, without_inference_hosts
 from tests.support.llama_build import local_stack_llama_server
-from tests.support.stack_files import stack_raw
+from tests.support.stack_files import local_inference_hosts
 
 STACK = "reds"
 ENDPOINT = "box"
@@ -75,7 +75,7 @@ def project(host, tmp_path_factory) -> Project:
     ssh_config.write_text(f"Host {ALIAS}\n    HostName {host.ssh_host}\n    Port {host.ssh_port}\n"
                           f"    User {host.user}\n    IdentityFile {host.private_key_path}\n")
     proj = without_inference_hosts(workdir, {**engine_env(), SSH_CONFIG_ENV: str(ssh_config)})
-    config = stack_raw("local")
+    config = local_inference_hosts()
     # Left out by the program (its key is still read); its backend moves so the endpoint gets
     # the seed's `reds` port.
     config["inferenceHosts"]["local"].update(backend="local")
@@ -183,7 +183,7 @@ def test_destroy_leaves_the_server_started_by_hand_running(project, ssh):
 def test_an_endpoint_on_a_managed_inference_host_is_checked_after_that_host(tmp_path):
     key = tmp_path / "id_ed25519"
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
-    config = stack_raw("local")
+    config = local_inference_hosts()
     config["inferenceHosts"]["local"]["ssh"]["privateKeyPath"] = str(key)
     config["redsEndpoints"] = {"near": {"inferenceHost": "local"}}
     managed = Project(tmp_path, engine_env())

@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
@@ -25,8 +24,9 @@ from components.hostops.ssh import Session
 from localhosts.host import host_status
 from spear.cache import cache_dir
 from spear.review import overall, parts
-from tests.support.engine import REPO, Project, engine_env, without_inference_hosts
+from tests.support.engine import Project, engine_env, without_inference_hosts
 from tests.support.runpod_api_standin import NspawnPods, RunPodApiStandIn
+from tests.support.stack_files import local_inference_hosts
 
 STACK = "pod"
 POD = "gpu"
@@ -64,8 +64,7 @@ def pod_key(tmp_path_factory) -> Path:
 def project(standin, pod_key, tmp_path_factory):
     workdir = tmp_path_factory.mktemp("runpod")
     proj = without_inference_hosts(workdir, engine_env())
-    local = yaml.safe_load((REPO / "stacks" / "Pulumi.local.yaml").read_text())["config"]
-    config = {key.split(":", 1)[1]: value for key, value in local.items()}
+    config = local_inference_hosts()
     config["inferenceHosts"]["local"]["ssh"]["privateKeyPath"] = str(pod_key)  # never used
     config["runpod"] = {"apiUrl": standin.url, "pods": {POD: {
         "gpuTypeIds": ["NVIDIA GeForce RTX 4090"],

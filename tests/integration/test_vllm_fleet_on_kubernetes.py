@@ -23,7 +23,7 @@ from spear import vllm
 from spear.review import summarize
 from tests.support.config_cases import CANARY_PAIR, NEXT_REVISION, STABLE_PAIR, passing_record
 from tests.support.engine import REPO, Project, engine_env, without_inference_hosts
-from tests.support.stack_files import stack_raw
+from tests.support.stack_files import local_inference_hosts
 
 # On the local cluster, with the kubernetes plugin: built from Go modules, so these run last.
 pytestmark = pytest.mark.kubernetes
@@ -60,7 +60,7 @@ def fleet(kube_cluster, tmp_path_factory):
     project = without_inference_hosts(workdir, engine_env())
     key = workdir / "id_ed25519"
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
-    config = stack_raw("local")
+    config = local_inference_hosts()
     config["inferenceHosts"]["local"]["ssh"]["privateKeyPath"] = str(key)
     config["vllmFleet"] = fleet_config(kube_cluster.kubeconfig, workdir / "model-cache")
     project.new_stack(STACK, config)

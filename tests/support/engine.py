@@ -16,6 +16,8 @@ from typing import Any
 
 import yaml
 
+from config.schema.vllm_fleet import SECRET
+from config.types import AMBIENT
 from localhosts import kubebuild
 
 REPO = Path(__file__).resolve().parents[2]
@@ -175,16 +177,24 @@ def without_inference_hosts(workdir: Path, env: dict[str, str]) -> Project:
     return project
 
 
-def repo_stack(workdir: Path, stack: str) -> Project:
+def repo_stack(workdir: Path, stack: str, cluster: Path | None = None) -> Project:
     """A project copy holding stacks/Pulumi.<stack>.yaml as committed, the stack created.
 
     A host that names an SSH key file gets a throwaway key instead, so the preview does not
     depend on this machine's hosts (preview needs the key's text, not a host). A stack that
-    declares the vLLM fleet needs the kubernetes plugin: this waits for its build if it runs.
+    declares the vLLM fleet needs the kubernetes plugin: this waits for its build if it runs. A
+    fleet that names a kubeconfig file (the local stack's cluster) gets `cluster`, the kubeconfig
+    of the test session's cluster, instead: the preview then runs against a real API server on
+    every machine, and never reads this machine's own local cluster.
     """
     config = yaml.safe_load((REPO / "stacks" / f"Pulumi.{stack}.yaml").read_text())["config"]
-    if "spear-fleet:vllmFleet" in config:
+    fleet = config.get("spear-fleet:vllmFleet")
+    if fleet is not None:
         kubebuild.install_provider_plugin()
+    names_file = fleet is not None and fleet.get("kubeconfig", AMBIENT) not in (AMBIENT, SECRET)
+    if names_file and cluster is None:
+        raise ValueError(f"the {stack} stack's fleet names a kubeconfig file: pass the session"
+                         " cluster's (the kube_cluster fixture)")
     project = Project(workdir, engine_env())
     project.env["PULUMI_CONFIG_PASSPHRASE"] = EXAMPLE_PASSPHRASE
     stack_file = REPO / "stacks" / f"Pulumi.{stack}.yaml"
@@ -199,4 +209,6 @@ def repo_stack(workdir: Path, stack: str) -> Project:
             key = workdir / f"id_ed25519_{owner.rsplit('.', 1)[-1]}"
             subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
             project.set_config(stack, f"{owner}.ssh.privateKeyPath", str(key))
+    if names_file:
+        project.set_config(stack, "vllmFleet.kubeconfig", str(cluster))
     return project

@@ -39,6 +39,13 @@ def stack_raw(stack: str) -> dict[str, Any]:
             for key, value in _config(stack).items()}
 
 
+def local_inference_hosts() -> dict[str, Any]:
+    """The local stack's config with its inference hosts alone: what a test about hosts, endpoints,
+    pods or a fleet of its own builds on (the local gateway needs its secrets, and the local
+    fleet the local cluster)."""
+    return {"inferenceHosts": stack_raw("local")["inferenceHosts"]}
+
+
 def encrypted_keys(stack: str) -> list[str]:
     """The full keys of the top-level secrets a stack file holds encrypted (to hand the runtime
     as secret keys with stack_raw's placeholders)."""

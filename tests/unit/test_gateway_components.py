@@ -24,17 +24,18 @@ from tests.support.config_cases import FRONTIER_KEY, MASTER_KEY
 from tests.support.stack_files import DUMMY_KEY, REPO, RecordingMocks, engine_config, stack_raw
 
 SECRETS = ["spear-fleet:sshPrivateKeys", "spear-fleet:gatewayMasterKey",
-           "spear-fleet:frontierApiKey"]
+           "spear-fleet:frontierApiKey", "spear-fleet:vllmApiKey"]
 _SIG, _SECRET = "4dabf18193072939515e22adb298388d", "1b47061264138c4ac30d75fd1eb44270"
 
 
 def local_raw() -> dict[str, Any]:
-    """The local stack with its keys given as secrets (no key files needed) and the gateway's two
-    secrets decrypted to placeholders."""
+    """The local stack with its keys given as secrets (no key files needed) and its secrets (the
+    gateway's two, vLLM's key) decrypted to placeholders."""
     raw = stack_raw("local")
     del raw["inferenceHosts"]["local"]["ssh"]["privateKeyPath"], raw["gateway"]["ssh"]["privateKeyPath"]
     return {**raw, "sshPrivateKeys": {"local": DUMMY_KEY, "gateway": DUMMY_KEY},
-            "gatewayMasterKey": MASTER_KEY, "frontierApiKey": FRONTIER_KEY}
+            "gatewayMasterKey": MASTER_KEY, "frontierApiKey": FRONTIER_KEY,
+            "vllmApiKey": "sk-vllm-PLACEHOLDER"}
 
 
 class SecretRecordingMonitor(MockMonitor):

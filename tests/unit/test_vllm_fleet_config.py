@@ -274,13 +274,11 @@ def test_the_loaded_kubeconfig_is_a_secret_output(mocks):
     assert seen == [[True, KUBECONFIG]]
 
 
-def test_the_local_stacks_fleet_example_points_at_the_local_clusters_kubeconfig(monkeypatch):
+def test_the_local_stacks_fleet_points_at_the_local_clusters_kubeconfig(monkeypatch):
     from localhosts.kubecluster import LOCAL_CLUSTER, state_dir
-    from tests.support.stack_files import commented_example, stack_raw, with_placeholder_keys
+    from tests.support.stack_files import stack_raw, with_placeholder_keys
 
     monkeypatch.delenv("SPEAR_CACHE", raising=False)  # the stack names the default cache
-    raw = with_placeholder_keys(stack_raw("local"))
-    raw.update(vllmFleet=commented_example("local", "vllmFleet"), vllmApiKey="sk-local")
-    fleet = parse(raw).vllm_fleet
+    fleet = parse(with_placeholder_keys(stack_raw("local"))).vllm_fleet
     assert fleet.kubeconfig.path == str(state_dir(LOCAL_CLUSTER) / "kubeconfig")
     assert fleet.tolerate_fake_nodes and fleet.model_cache.host_path

@@ -1,0 +1,42 @@
+"""What scripts/up-local ends with: localhosts.local_stack.report, from the stack's outputs."""
+
+from __future__ import annotations
+
+from localhosts.local_stack import report
+
+REVISION = "da6e2ed27304dd39abadd9c82ef50e8de67bdd4c"
+
+
+def outputs(**fleet) -> dict:
+    return {
+        "inference_hosts": {"local": {"smoke_test": "end_turn | SPEAR-BACKEND-OK | ()"}},
+        "gateway": {"smoke_tests": {"ana": "end_turn | SPEAR-BACKEND-OK | ()"}},
+        "vllm_fleet": {"namespace": "vllm", "canary": None,
+                       "stable": {"image": "vllm/vllm-openai:v0.24.0", "revision": REVISION, "replicas": 2},
+                       **fleet},
+    }
+
+
+def test_the_report_ends_with_the_fleets_ready_replicas_after_each_smoke_test():
+    assert report(outputs(stable_ready_replicas=2)) == [
+        "smoke test (local): end_turn | SPEAR-BACKEND-OK | ()",
+        "smoke test (gateway, coder, ana): end_turn | SPEAR-BACKEND-OK | ()",
+        "vLLM fleet (local cluster, namespace vllm): stable vllm/vllm-openai:v0.24.0 revision da6e2ed,"
+        " 2/2 ready (kwok's fake nodes: no container runs)",
+    ]
+
+
+def test_a_fleet_with_no_ready_replica_reports_zero_of_its_replicas():
+    # A Deployment with no ready pod has no readyReplicas in its status at all.
+    assert "0/2 ready" in report(outputs(stable_ready_replicas=None))[-1]
+
+
+def test_a_canary_is_reported_beside_the_stable_pair():
+    canary = {"image": "vllm/vllm-openai:v0.25.0", "revision": "0123456789" * 4, "replicas": 1, "share": 0.3333}
+    assert report(outputs(stable_ready_replicas=2, canary=canary))[-1].endswith(
+        "2/2 ready; canary vllm/vllm-openai:v0.25.0 revision 0123456, 1 replicas"
+        " (kwok's fake nodes: no container runs)")
+
+
+def test_a_stack_without_gateway_or_fleet_reports_its_inference_hosts_only():
+    assert report({"inference_hosts": {"local": {"smoke_test": "ok"}}}) == ["smoke test (local): ok"]
