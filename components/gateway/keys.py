@@ -4,7 +4,10 @@
 create = /key/generate; a budget, model or limit change = /key/update in place (the developer
 keeps the key); read = /key/info (refresh shows spend, and a budget changed by hand in the
 admin UI as drift); delete = /key/delete (a developer removed from the stack loses access on the
-next `up`). Rotation is explicit: bumping `rotation` calls /key/regenerate with a grace period.
+next `up`). Rotation is explicit: bumping `rotation` makes a new key under the developer's alias
+and leaves the old one working for the grace period (`/key/regenerate` does this in one call,
+but LiteLLM reserves it for its paid edition: HTTP 500 on 1.91.1 without a licence). The new key
+carries the old one's spend, so a rotation never resets a budget.
 
 LiteLLM leaves the old spend in place when `budget_duration` changes (BerriAI/litellm #34270,
 #34492), so the key could be over budget at once; a window change here also zeroes the spend.
@@ -114,10 +117,19 @@ class GatewayKeyProvider(HostProvider):
                     changed["spend"] = 0.0  # LiteLLM #34270: a new window starts unspent
                 api.call("POST", "/key/update", {"key": key, **changed})
             if olds.get("rotation") != props.get("rotation"):
-                _, made = api.call("POST", "/key/regenerate",
-                                   {"key": key, "grace_period": props["rotation_grace"]})
-                key = made["key"]
+                key = self._rotate(api, key, props, olds)
         return {**props, "key": key, **self._info(api, key)}
+
+    @staticmethod
+    def _rotate(api: KeyApi, key: str, props: dict[str, Any], olds: dict[str, Any]) -> str:
+        """A new key under the alias; the old one renamed and expiring after the grace period."""
+        spend = float(api.call("GET", f"/key/info?key={key}")[1].get("info", {}).get("spend") or 0)
+        api.call("POST", "/key/update", {
+            "key": key, "key_alias": f"{props['key_alias']}-rotation-{olds.get('rotation')}",
+            "duration": props["rotation_grace"]})
+        _, made = api.call("POST", "/key/generate", {"key_alias": props["key_alias"],
+                                                     **_fields(props), "spend": spend})
+        return made["key"]
 
     @staticmethod
     def _info(api: KeyApi, key: str) -> dict[str, Any]:

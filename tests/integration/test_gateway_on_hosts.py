@@ -249,14 +249,20 @@ def test_a_budget_changed_by_hand_is_drift_that_refresh_shows_and_up_puts_back(p
     assert info["info"]["max_budget"] == 40  # the stack's value again, same key
 
 
-def test_bumping_rotation_gives_the_developer_a_new_key_that_works(project):
+def test_bumping_rotation_gives_a_new_key_and_the_old_one_lasts_its_grace_period(project):
     old = project.outputs(STACK)["harnesses"]["ana"]["qwen-code"]["env"]["OPENAI_API_KEY"]
+    spent = call(f"/key/info?key={old}", None, bearer(MASTER_KEY), method="GET")[1]["info"]["spend"]
     project.set_config(STACK, "developers.ana.rotation", 1)
     update = project.up(STACK)
     assert update.ok, update.output[-6000:]
     new = project.outputs(STACK)["harnesses"]["ana"]["qwen-code"]["env"]["OPENAI_API_KEY"]
     assert new != old
     assert chat(new)[0] == 200
+    assert chat(old)[0] == 200  # still inside its 24 h grace period
+    old_info = call(f"/key/info?key={old}", None, bearer(MASTER_KEY), method="GET")[1]["info"]
+    assert old_info["expires"] is not None
+    new_info = call(f"/key/info?key={new}", None, bearer(MASTER_KEY), method="GET")[1]["info"]
+    assert new_info["spend"] >= spent  # a rotation is not a budget reset
 
 
 def test_a_litellm_upgrade_reinstalls_applies_only_new_migrations_and_keeps_the_keys(project):
