@@ -15,6 +15,7 @@ LiteLLM leaves the old spend in place when `budget_duration` changes (BerriAI/li
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -84,6 +85,13 @@ def _error_type(raw: bytes) -> str:
         return "not JSON"
 
 
+def info_path(key: str) -> str:
+    """/key/info for a key, by its hash: a URL lands in the proxy's access log (the journal),
+    and LiteLLM looks a key up by its SHA-256 either way (it hashes only values that start with
+    sk-), so the key itself never travels in a URL."""
+    return f"/key/info?key={hashlib.sha256(key.encode()).hexdigest()}"
+
+
 def _fields(props: dict[str, Any]) -> dict[str, Any]:
     return {litellm: props[field] for field, litellm in UPDATABLE.items()
             if props.get(field) is not None}
@@ -123,7 +131,7 @@ class GatewayKeyProvider(HostProvider):
     @staticmethod
     def _rotate(api: KeyApi, key: str, props: dict[str, Any], olds: dict[str, Any]) -> str:
         """A new key under the alias; the old one renamed and expiring after the grace period."""
-        spend = float(api.call("GET", f"/key/info?key={key}")[1].get("info", {}).get("spend") or 0)
+        spend = float(api.call("GET", info_path(key))[1].get("info", {}).get("spend") or 0)
         api.call("POST", "/key/update", {
             "key": key, "key_alias": f"{props['key_alias']}-rotation-{olds.get('rotation')}",
             "duration": props["rotation_grace"]})
@@ -133,7 +141,7 @@ class GatewayKeyProvider(HostProvider):
 
     @staticmethod
     def _info(api: KeyApi, key: str) -> dict[str, Any]:
-        _, answer = api.call("GET", f"/key/info?key={key}")
+        _, answer = api.call("GET", info_path(key))
         info = answer.get("info", {})
         return {"spend": float(info.get("spend") or 0.0),
                 "budget_reset_at": info.get("budget_reset_at")}
@@ -141,7 +149,7 @@ class GatewayKeyProvider(HostProvider):
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
         api = KeyApi(props)
         try:
-            status, answer = api.call("GET", f"/key/info?key={props['key']}", ok=(200, 404))
+            status, answer = api.call("GET", info_path(props["key"]), ok=(200, 404))
         except NoAnswer:
             # The proxy is down (a re-created host, a restart): nothing to compare with. The
             # record stands; the next `up` starts the proxy, and a new database (its `database`

@@ -129,6 +129,8 @@ def test_no_secret_appears_in_state_output_or_on_disk_outside_the_env_files(proj
         database_env = ssh.read("/opt/spear-gateway/config/database.env")
         config_yaml = ssh.read("/opt/spear-gateway/config/config.yaml")
         mode = ssh.run("stat -c %a /opt/spear-gateway/config/gateway.env").stdout.strip()
+        # The proxy's log: every request spear-fleet made so far (keys made, read, smoke tests).
+        journal = ssh.run(f"journalctl -u {GATEWAY_UNIT} --no-pager -o cat").stdout
     password = database_env.split("litellm:", 1)[1].split("@", 1)[0]
     state = project.state_text(STACK)
     preview = project.pulumi("preview", "--stack", STACK, "--diff").stdout
@@ -136,6 +138,8 @@ def test_no_secret_appears_in_state_output_or_on_disk_outside_the_env_files(proj
         assert secret not in state
         assert secret not in preview
         assert secret not in config_yaml
+        assert secret not in journal
+    assert "/key/info" in journal  # the reads are logged, by the key's hash
     assert mode == "600"
 
 
