@@ -366,6 +366,8 @@ def test_load_wraps_a_key_file_as_secret(mocks, tmp_path):
     key_file.write_text(DUMMY_KEY)
     raw = changed(stack_raw("local"), ("inferenceHosts", "local", "ssh", "privateKeyPath"),
                   str(key_file))
+    # The gateway's key file too: on a fresh machine the local hosts' keys do not exist yet.
+    raw = changed(raw, ("gateway", "ssh", "privateKeyPath"), str(key_file))
     pulumi.runtime.set_all_config(engine_config(raw), encrypted_keys("local"))
     seen = {}
 
