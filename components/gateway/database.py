@@ -66,7 +66,16 @@ sed -i "/^listen_addresses *=/d; s/^port *=.*/port = {port}/" $conf/postgresql.c
 mkdir -p $conf/conf.d
 printf "listen_addresses = '127.0.0.1'\\nport = {port}\\n" > $conf/conf.d/spear.conf
 systemctl enable --quiet postgresql@{PG_VERSION}-{CLUSTER}
-systemctl restart postgresql@{PG_VERSION}-{CLUSTER}
+# Its socket folder comes from systemd-tmpfiles at boot: a host just booted may not have it yet.
+install -d -o postgres -g postgres -m 2775 /run/postgresql
+if ! systemctl restart postgresql@{PG_VERSION}-{CLUSTER}; then
+  sleep 2  # once more, then say why
+  systemctl restart postgresql@{PG_VERSION}-{CLUSTER} || {{
+    journalctl -u postgresql@{PG_VERSION}-{CLUSTER} -n 20 --no-pager -o cat >&2
+    tail -n 20 /var/log/postgresql/postgresql-{PG_VERSION}-{CLUSTER}.log >&2
+    exit 1
+  }}
+fi
 for i in $(seq 60); do pg_isready -q -h 127.0.0.1 -p {port} && break; sleep 0.5; done
 pg_isready -q -h 127.0.0.1 -p {port}
 mkdir -p {shlex.quote(posixpath.dirname(env_file))}

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import json
+import time
 import urllib.error
 import urllib.request
 from typing import Any
@@ -98,6 +99,17 @@ def bearer(key: str) -> dict[str, str]:
 def chat(key: str, max_tokens: int = 32) -> tuple[int, dict[str, Any]]:
     return call("/v1/chat/completions", {"model": "coder", "max_tokens": max_tokens, "messages": [
         {"role": "user", "content": "Reply with exactly: SPEAR-BACKEND-OK"}]}, bearer(key))
+
+
+def recorded_spend(key: str, timeout: float = 120) -> float:
+    """The key's spend once LiteLLM has written some (it batches spend to the database)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        spend = call(f"/key/info?key={key}", None, bearer(MASTER_KEY), method="GET")[1]["info"]["spend"]
+        if spend > 0 or time.monotonic() > deadline:
+            assert spend > 0, f"no spend recorded within {timeout} s"
+            return spend
+        time.sleep(2)
 
 
 def gateway_session(hosts) -> Session:
@@ -206,9 +218,8 @@ def test_a_request_whose_worst_case_exceeds_the_budget_is_refused_with_429(proje
 
 def test_a_budget_raise_a_removed_developer_and_a_setting_are_exactly_that_change(project, hosts):
     before = project.outputs(STACK)["harnesses"]
-    spend_before = call(f"/key/info?key={before['ana']['qwen-code']['env']['OPENAI_API_KEY']}",
-                        None, bearer(MASTER_KEY), method="GET")[1]["info"]["spend"]
-    assert spend_before > 0  # the dialect test's requests were charged
+    # The dialect test's requests were charged (LiteLLM writes spend in batches, seconds later).
+    spend_before = recorded_spend(before["ana"]["qwen-code"]["env"]["OPENAI_API_KEY"])
     config = stack_config(hosts)
     config["developers"]["ana"]["maxBudget"] = 40
     del config["developers"]["cyn"]
