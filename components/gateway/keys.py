@@ -72,9 +72,18 @@ class KeyApi:
                                     headers={**bearer_headers(self.props["master_key"]),
                                              "Content-Type": "application/json"})
         if status not in ok:
-            # The body may echo the request's key: say only the status and LiteLLM's error type.
-            raise RemoteError(f"gateway {method} {path}: HTTP {status} ({_error_type(raw)})")
+            # The body may echo the request's key: say only the status and LiteLLM's error type
+            # (and what a new key's refusal says: that request holds no key).
+            said = f": {_error_message(raw)}" if path == "/key/generate" else ""
+            raise RemoteError(f"gateway {method} {path}: HTTP {status} ({_error_type(raw)}){said}")
         return status, json.loads(raw or b"{}")
+
+
+def _error_message(raw: bytes) -> str:
+    try:
+        return str(json.loads(raw).get("error", {}).get("message", ""))[:300]
+    except (ValueError, AttributeError):
+        return raw[:300].decode(errors="replace")
 
 
 def _error_type(raw: bytes) -> str:

@@ -39,6 +39,11 @@ def backend(tmp_path):
     if running:
         pytest.fail(f"{' and '.join(running)} already running; stop them first:"
                     " .venv/bin/python -m localhosts.local_stack down")
+    # A newcomer's machine has no hosts yet: boot both from the (cached) root filesystem, so what
+    # an earlier local stack left on them (its gateway's keys, say) is not there. up-local then
+    # finds them running and goes on.
+    local_stack.start(fresh=True)
+    local_stack.start_gateway(fresh=True)
     env = {**os.environ, "PULUMI_BACKEND_URL": f"file://{tmp_path}"}
     yield env
     subprocess.run(["bash", "-c", "source scripts/env.sh && pulumi destroy --yes --stack local"
