@@ -6,7 +6,6 @@ every host gets its own copy of it (see localhosts/host.py).
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import os
@@ -20,7 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from localhosts.report import log
-from spear.cache import cache_dir
+from spear.cache import build_once, cache_dir
 
 SUITE = "bookworm"
 MIRROR = "http://deb.debian.org/debian"
@@ -84,25 +83,21 @@ def ensure_rootfs() -> Path:
     ensure_host_tools()
     rootfs_dir = cache_dir() / "rootfs"
     tarball = rootfs_dir / f"{SUITE}-{rootfs_key()}.tar.zst"
-    if tarball.exists():
-        return tarball
-    rootfs_dir.mkdir(parents=True, exist_ok=True)
-    # Parallel callers (several pytest workers, `up` of several hosts) must not debootstrap twice.
-    with open(rootfs_dir / ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if tarball.exists():
-            return tarball
-        started = time.monotonic()
-        with tempfile.TemporaryDirectory(dir=rootfs_dir, prefix=".build-") as tmp:
-            root = Path(tmp) / "root"
-            _run(["debootstrap", "--variant=minbase", f"--include={','.join(PACKAGES)}",
-                  SUITE, str(root), MIRROR])
-            _configure_rootfs(root)
-            partial = tarball.with_name(tarball.name + ".partial")
-            _run(["tar", *TAR_FLAGS, "-C", str(root), "-cf", str(partial), "."])
-            partial.rename(tarball)  # atomic: a tarball that exists is complete
-        log(f"built {tarball} in {time.monotonic() - started:.0f}s")
+    build_once(tarball, lambda: _build_rootfs(tarball))
     return tarball
+
+
+def _build_rootfs(tarball: Path) -> None:
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(dir=tarball.parent, prefix=".build-") as tmp:
+        root = Path(tmp) / "root"
+        _run(["debootstrap", "--variant=minbase", f"--include={','.join(PACKAGES)}",
+              SUITE, str(root), MIRROR])
+        _configure_rootfs(root)
+        partial = tarball.with_name(tarball.name + ".partial")
+        _run(["tar", *TAR_FLAGS, "-C", str(root), "-cf", str(partial), "."])
+        partial.rename(tarball)  # atomic: a tarball that exists is complete
+    log(f"built {tarball} in {time.monotonic() - started:.0f}s")
 
 
 def _configure_rootfs(root: Path) -> None:

@@ -9,7 +9,6 @@ digest) says that set is complete; a second call is a stat.
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import subprocess
 import sys
@@ -18,7 +17,7 @@ from pathlib import Path
 
 from components.gateway.install import REQUIREMENTS
 from localhosts.report import log
-from spear.cache import cache_dir
+from spear.cache import build_once, cache_dir
 
 
 def wheelhouse_dir() -> Path:
@@ -31,24 +30,21 @@ def ensure_wheelhouse(litellm_version: str) -> Path:
     requirements = REQUIREMENTS.read_text()
     key = hashlib.sha256(f"{litellm_version}\n{requirements}".encode()).hexdigest()[:16]
     stamp = folder / f".complete-{key}"
-    if stamp.exists():
-        return folder
-    folder.mkdir(parents=True, exist_ok=True)
-    with open(folder / ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if stamp.exists():
-            return folder
-        log(f"downloading litellm[proxy]=={litellm_version} and its requirements into {folder}")
-        # The hosts run Debian bookworm's CPython 3.11 on x86_64: wheels for exactly that.
-        subprocess.run([sys.executable, "-m", "pip", "download", "-q",
-                        "--disable-pip-version-check", "--dest", str(folder),
-                        "--only-binary=:all:", "--python-version", "3.11",
-                        "--platform", "manylinux2014_x86_64", "--platform", "manylinux_2_28_x86_64",
-                        "--platform", "manylinux_2_17_x86_64", "--platform", "linux_x86_64",
-                        "--implementation", "cp", "--abi", "cp311",
-                        f"litellm[proxy]=={litellm_version}", "-r", str(REQUIREMENTS)],
-                       check=True, stdout=sys.stderr)
-        with tempfile.NamedTemporaryFile("w", dir=folder, delete=False) as partial:
-            partial.write(requirements)
-        Path(partial.name).rename(stamp)  # atomic: a stamp that exists is complete
+    build_once(stamp, lambda: _download(folder, litellm_version, requirements, stamp))
     return folder
+
+
+def _download(folder: Path, litellm_version: str, requirements: str, stamp: Path) -> None:
+    log(f"downloading litellm[proxy]=={litellm_version} and its requirements into {folder}")
+    # The hosts run Debian bookworm's CPython 3.11 on x86_64: wheels for exactly that.
+    subprocess.run([sys.executable, "-m", "pip", "download", "-q",
+                    "--disable-pip-version-check", "--dest", str(folder),
+                    "--only-binary=:all:", "--python-version", "3.11",
+                    "--platform", "manylinux2014_x86_64", "--platform", "manylinux_2_28_x86_64",
+                    "--platform", "manylinux_2_17_x86_64", "--platform", "linux_x86_64",
+                    "--implementation", "cp", "--abi", "cp311",
+                    f"litellm[proxy]=={litellm_version}", "-r", str(REQUIREMENTS)],
+                   check=True, stdout=sys.stderr)
+    with tempfile.NamedTemporaryFile("w", dir=folder, delete=False) as partial:
+        partial.write(requirements)
+    Path(partial.name).rename(stamp)  # atomic: a stamp that exists is complete

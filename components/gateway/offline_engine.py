@@ -8,7 +8,6 @@ package files and the engine's sources, so it is known at preview and a change r
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import shutil
 import subprocess
@@ -16,7 +15,7 @@ import tempfile
 from pathlib import Path
 
 from components.gateway.render import HOSTS_DIR
-from spear.cache import cache_dir
+from spear.cache import build_once, cache_dir
 
 SOURCE = HOSTS_DIR / "prisma-offline"
 _SKIP = {"node_modules", "test"}  # built here / not shipped
@@ -38,23 +37,20 @@ def bundle() -> Path:
     """The bundle's tarball, built once per key (npm ci, about 5 s warm)."""
     folder = cache_dir() / "prisma-offline"
     tarball = folder / f"{bundle_key()}.tar.gz"
-    if tarball.exists():
-        return tarball
-    folder.mkdir(parents=True, exist_ok=True)
-    with open(folder / ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if tarball.exists():
-            return tarball
-        with tempfile.TemporaryDirectory(dir=folder, prefix=".build-") as tmp:
-            work = Path(tmp) / "prisma-offline"
-            for path in _files():
-                target = work / path.relative_to(SOURCE)
-                target.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copy2(path, target)
-            subprocess.run(["npm", "ci", "--ignore-scripts", "--omit=dev", "--no-audit",
-                            "--no-fund", "--loglevel=error"], cwd=work, check=True,
-                           stdout=subprocess.DEVNULL)
-            partial = tarball.with_name(tarball.name + ".partial")
-            subprocess.run(["tar", "-czf", str(partial), "-C", str(work), "."], check=True)
-            partial.rename(tarball)  # atomic: a tarball that exists is complete
+    build_once(tarball, lambda: _build(tarball))
     return tarball
+
+
+def _build(tarball: Path) -> None:
+    with tempfile.TemporaryDirectory(dir=tarball.parent, prefix=".build-") as tmp:
+        work = Path(tmp) / "prisma-offline"
+        for path in _files():
+            target = work / path.relative_to(SOURCE)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(path, target)
+        subprocess.run(["npm", "ci", "--ignore-scripts", "--omit=dev", "--no-audit",
+                        "--no-fund", "--loglevel=error"], cwd=work, check=True,
+                       stdout=subprocess.DEVNULL)
+        partial = tarball.with_name(tarball.name + ".partial")
+        subprocess.run(["tar", "-czf", str(partial), "-C", str(work), "."], check=True)
+        partial.rename(tarball)  # atomic: a tarball that exists is complete
