@@ -6,12 +6,12 @@ import pulumi
 
 from components.endpoints.reds import RedsEndpoint, RedsEndpointArgs
 from components.endpoints.runpod_endpoint import RunPodEndpoint, RunPodEndpointArgs
-from components.gateway import Gateway, GatewayArgs, Upstream
+from components.gateway import FleetRoutes, Gateway, GatewayArgs, Upstream
 from components.inference_host import InferenceHost, InferenceHostArgs
 from components.vllm_fleet import VllmFleet, VllmFleetArgs
 from config.load import load
-from config.types import (FRONTIER_API_KEY, GATEWAY_DATABASE_URL, GATEWAY_MASTER_KEY,
-                          RUNPOD_API_KEY, VLLM_API_KEY)
+from config.types import (FLEET_UPSTREAM, FRONTIER_API_KEY, GATEWAY_DATABASE_URL,
+                          GATEWAY_MASTER_KEY, RUNPOD_API_KEY, VLLM_API_KEY)
 
 stack = load()
 
@@ -35,9 +35,13 @@ reds_endpoints = {
     for name, endpoint in stack.config.reds_endpoints.items()
 }
 
-# The gateway routes `coder` to the endpoints it names, each through a tunnel at its backend's
-# client port on the gateway host.
 cfg = stack.config
+# The vLLM fleet on Kubernetes, when the stack declares one.
+fleet = None if cfg.vllm_fleet is None else VllmFleet("vllm", VllmFleetArgs(
+    config=cfg.vllm_fleet, api_key=stack.api_keys[VLLM_API_KEY], kubeconfig=stack.kubeconfig))
+
+# The gateway routes `coder` to the endpoints it names, each through a tunnel at its backend's
+# client port on the gateway host, and to the fleet's tracks at their Services.
 endpoints = {**{name: (host, cfg.inference_hosts[name].backend)
                 for name, host in inference_hosts.items()},
              **{name: (pod, cfg.runpod_pods[name].backend) for name, pod in runpod_pods.items()},
@@ -52,14 +56,14 @@ gateway = None if gateway_cfg is None else Gateway(gateway_cfg.name, GatewayArgs
     database_url=stack.api_keys.get(GATEWAY_DATABASE_URL),
     upstreams={name: Upstream(reach=endpoints[name][0].reach, backend=endpoints[name][1],
                               after=[endpoints[name][0]])
-               for name in gateway_cfg.upstreams},
+               for name in gateway_cfg.upstreams if name != FLEET_UPSTREAM},
     developers=cfg.developers,
+    fleet=FleetRoutes(tracks=fleet.tracks, api_key=stack.api_keys[VLLM_API_KEY],
+                      priority=cfg.vllm_fleet.vllm.scheduling_priority,
+                      cache_salt_scope=cfg.vllm_fleet.cache_salt)
+    if fleet is not None and FLEET_UPSTREAM in gateway_cfg.upstreams else None,
 ))
-# The vLLM fleet on Kubernetes, when the stack declares one.
-if stack.config.vllm_fleet is not None:
-    fleet = VllmFleet("vllm", VllmFleetArgs(config=stack.config.vllm_fleet,
-                                            api_key=stack.api_keys[VLLM_API_KEY],
-                                            kubeconfig=stack.kubeconfig))
+if fleet is not None:
     pulumi.export("vllm_fleet", fleet.outputs)
 
 pulumi.export("inference_hosts", {name: host.outputs for name, host in inference_hosts.items()})

@@ -6,10 +6,10 @@ Plain values only: secrets arrive as their text here and become Pulumi secrets i
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from spear.rollout_gate import Record as GateRecord
-from spear.rules import is_loopback
+from spear.rules import CACHE_SALT_SCOPES, DEFAULT_PRIORITY_CLASS, GENERAL_RING, is_loopback
 from spear.vllm import GPU_MEMORY_UTILIZATION
 
 # cmake flags that are a property of the build profile. GGML_NATIVE is off so a build does not
@@ -335,12 +335,17 @@ class Developer:
     metadata: dict[str, str]
     rotation: int  # bump to rotate the key (/key/regenerate); the old one lives the grace period
     rotation_grace: str  # e.g. "24h"
+    # What the gateway stamps on the key's requests (its metadata; spear_gateway/tenancy.py):
+    ring: str = GENERAL_RING  # PILOT_RING: served by the fleet's canary while one is up
+    priority: str = DEFAULT_PRIORITY_CLASS  # spear.rules.PRIORITY_CLASSES: interactive 0, background 10
 # The vLLM fleet on Kubernetes (seed 001 steps 2-3, 7-8, "How to run it in production", "How to
 # maintain it"): a stable (image, revision) pair, optionally a canary pair beside it, the
 # previous stable pair kept declared for rollback, and the rollout gate's records.
 
+# The name `gateway.coder.upstreams` gives the Kubernetes fleet (its tracks are routes
+# vllm-stable and vllm-canary).
+FLEET_UPSTREAM = "vllmFleet"
 AMBIENT = "ambient"  # the kubeconfig of whoever runs pulumi: $KUBECONFIG or ~/.kube/config
-CACHE_SALT_SCOPES = ("team", "developer")
 ACCESS_MODES = ("ReadWriteMany", "ReadWriteOnce")
 
 
@@ -414,7 +419,6 @@ class Alerts:
 class VllmFleet:
     kubeconfig: Kubeconfig
     namespace: str
-    tolerate_fake_nodes: bool  # kwok's fake nodes carry a NoSchedule taint (tests only)
     image: str  # the repository, e.g. vllm/vllm-openai
     stable: ServingPair
     previous: ServingPair | None  # the stable pair before the last promotion: the rollback target
@@ -426,6 +430,9 @@ class VllmFleet:
     agent_sandbox: AgentSandbox | None
     alerts: Alerts
     gate_records: tuple[GateRecord, ...]
+    # Each track's Service at a fixed cluster IP (track -> IP), so the gateway's routes to the
+    # fleet are known at preview; {}: Kubernetes picks them, and the gateway cannot route there.
+    service_ips: dict[str, str] = field(default_factory=dict)
 
     def image_ref(self, pair: ServingPair) -> str:
         return f"{self.image}:{pair.tag}" + (f"@{pair.digest}" if pair.digest else "")

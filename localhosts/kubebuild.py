@@ -1,5 +1,6 @@
-"""Builds what the local Kubernetes cluster runs, and the pulumi-kubernetes provider plugin, from Go
-modules (none of them can be downloaded as release binaries here).
+"""Builds what the local Kubernetes cluster runs (control plane, a real node: kubelet, kube-proxy,
+containerd, runc, the CNI plugins, the pause image's binary) and the pulumi-kubernetes provider
+plugin, from Go modules (none of them can be downloaded as release binaries here).
 
 Each artifact is a folder `$SPEAR_CACHE/kubernetes/<name>-<key>/`, keyed by its recipe: the pinned
 modules (a go.mod + go.sum under localhosts/kube/, or a module version), the build flags, the Go
@@ -29,13 +30,23 @@ from pathlib import Path
 from spear.cache import cache_dir
 
 # Bump when a build step below changes in a way the keyed inputs do not show.
-RECIPE = 1
+RECIPE = 2
 KUBE_MODULES = Path(__file__).resolve().parent / "kube"
 
 KUBERNETES_VERSION = "v1.37.2"
-CONTROL_PLANE = ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
+# One go build: the node's binaries share most packages with the control plane's.
+KUBERNETES_BINARIES = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet",
+                       "kube-proxy", "kubectl")
 ETCD_MODULE = "go.etcd.io/etcd/server/v3"
-KWOK_MODULE = "sigs.k8s.io/kwok"
+CONTAINERD_MODULE = "github.com/containerd/containerd/v2"
+CONTAINERD_VERSION = "v2.4.2"
+CONTAINERD_BINARIES = ("containerd", "containerd-shim-runc-v2", "ctr")
+CNI_MODULE = "github.com/containernetworking/plugins"
+CNI_PLUGINS = ("ipam/host-local", "main/bridge", "main/loopback", "meta/portmap")
+RUNC_VERSION = "1.5.3"
+# The sandbox ("pause") container's program, from the Kubernetes module's own source: nothing can
+# be pulled here, and the kubelet needs the image.
+PAUSE_SOURCE = "build/pause/linux/pause.c"
 # The only provider commit the Go module proxy serves: upstream tag v4.25.0 (PyPI
 # pulumi-kubernetes==4.25.0 in requirements.txt must match).
 PROVIDER_VERSION = "4.25.0"
@@ -43,10 +54,6 @@ PROVIDER_MODULE = "github.com/pulumi/pulumi-kubernetes/provider/v4"
 PROVIDER_MODULE_VERSION = "v4.0.0-20260115033456-f47bc2d6f199"
 PROVIDER_SDK_MODULE = "github.com/pulumi/pulumi-kubernetes/sdk/v4"
 PROVIDER_BINARY = "pulumi-resource-kubernetes"
-# kwok's own stage configs (kustomize/stage in its module): nodes become Ready at once, pods go
-# through create, init containers, ready, complete and delete.
-KWOK_STAGES = ("kustomize/stage/node/fast", "kustomize/stage/pod/general")
-STAGES_FILE = "stages.yaml"
 
 
 class BuildError(RuntimeError):
@@ -57,17 +64,22 @@ def _say(message: str) -> None:
     print(f"setup-kubernetes: {message}", file=sys.stderr, flush=True)
 
 
-def _go_env() -> dict[str, str]:
+def _go_env(cgo: bool) -> dict[str, str]:
     if not shutil.which("go"):
         raise BuildError("needs Go (https://go.dev/dl) to build the Kubernetes binaries and provider plugin")
-    return dict(os.environ, CGO_ENABLED="0", GOWORK="off", GOFLAGS="-mod=readonly -trimpath -buildvcs=false")
+    return dict(os.environ, CGO_ENABLED="1" if cgo else "0", GOWORK="off",
+                GOFLAGS="-mod=readonly -trimpath -buildvcs=false")
 
 
-def _go(args: list[str], cwd: Path) -> str:
-    done = subprocess.run(["go", *args], cwd=cwd, env=_go_env(), capture_output=True, text=True)
+def _run(args: list[str], cwd: Path, env: dict[str, str] | None = None) -> str:
+    done = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True)
     if done.returncode != 0:
-        raise BuildError(f"go {' '.join(args)} failed in {cwd}:\n{done.stderr.strip()}")
+        raise BuildError(f"{' '.join(args)} failed in {cwd}:\n{done.stderr.strip()}")
     return done.stdout
+
+
+def _go(args: list[str], cwd: Path, cgo: bool = False) -> str:
+    return _run(["go", *args], cwd, _go_env(cgo))
 
 
 def _key(*parts: str | bytes) -> str:
@@ -152,16 +164,19 @@ class Artifact:
         return self.folder
 
 
-def control_plane() -> Artifact:
+def kubernetes() -> Artifact:
     folder = KUBE_MODULES / "kubernetes"
     ldflags = _version_ldflags(("k8s.io/component-base/version", "k8s.io/client-go/pkg/version"),
                                KUBERNETES_VERSION)
 
     def build(out: Path) -> None:
         _go(["build", "-ldflags", ldflags, "-o", f"{out}/",
-             *(f"k8s.io/kubernetes/cmd/{name}" for name in CONTROL_PLANE)], folder)
+             *(f"k8s.io/kubernetes/cmd/{name}" for name in KUBERNETES_BINARIES)], folder)
+        pause = _module_dir("k8s.io/kubernetes", cwd=folder) / PAUSE_SOURCE
+        _run(["cc", "-Os", "-static", "-o", str(out / "pause"), str(pause)], folder)
 
-    return Artifact("control-plane", _key(ldflags, *_module_files(folder)), CONTROL_PLANE, build)
+    return Artifact("kubernetes", _key(ldflags, PAUSE_SOURCE, *_module_files(folder)),
+                    (*KUBERNETES_BINARIES, "pause"), build)
 
 
 def etcd() -> Artifact:
@@ -173,27 +188,23 @@ def etcd() -> Artifact:
     return Artifact("etcd", _key("-s -w", *_module_files(folder)), ("etcd",), build)
 
 
-def kwok() -> Artifact:
-    folder = KUBE_MODULES / "kwok"
+def node() -> Artifact:
+    """containerd, its runc shim and ctr, the CNI plugins (static, one go build) and runc (cgo, with
+    libseccomp: Debian's libseccomp-dev, which scripts/setup.sh installs)."""
+    folder = KUBE_MODULES / "node"
+    static = f"-s -w -X {CONTAINERD_MODULE}/version.Version={CONTAINERD_VERSION}"
+    runc = f"-s -w -X main.version={RUNC_VERSION}"
+    cni = tuple(name.rsplit("/", 1)[1] for name in CNI_PLUGINS)
 
     def build(out: Path) -> None:
-        _go(["build", "-ldflags", "-s -w", "-o", str(out / "kwok"), f"{KWOK_MODULE}/cmd/kwok"], folder)
-        source = _module_dir(KWOK_MODULE, cwd=folder)
-        (out / STAGES_FILE).write_text(_kwok_stages(source))
+        _go(["build", "-ldflags", static, "-o", f"{out}/",
+             *(f"{CONTAINERD_MODULE}/cmd/{name}" for name in CONTAINERD_BINARIES),
+             *(f"{CNI_MODULE}/plugins/{name}" for name in CNI_PLUGINS)], folder)
+        _go(["build", "-tags", "seccomp urfave_cli_no_docs", "-ldflags", runc, "-o", str(out / "runc"),
+             "github.com/opencontainers/runc"], folder, cgo=True)
 
-    return Artifact("kwok", _key("-s -w", STAGES_FILE, *KWOK_STAGES, *_module_files(folder)),
-                    ("kwok", STAGES_FILE), build)
-
-
-def _kwok_stages(source: Path) -> str:
-    """The stages of each kustomization in KWOK_STAGES, in its order, as one multi-document file."""
-    import yaml
-
-    documents = []
-    for stage_dir in KWOK_STAGES:
-        kustomization = yaml.safe_load((source / stage_dir / "kustomization.yaml").read_text())
-        documents += [(source / stage_dir / name).read_text().strip() for name in kustomization["resources"]]
-    return "\n---\n".join(documents) + "\n"
+    return Artifact("node", _key(static, runc, *_module_files(folder)),
+                    (*CONTAINERD_BINARIES, *cni, "runc"), build)
 
 
 def provider() -> Artifact:
@@ -226,7 +237,7 @@ def provider() -> Artifact:
 
 def artifacts() -> dict[str, Artifact]:
     """Every artifact by name, smallest build first."""
-    return {a.name: a for a in (etcd(), kwok(), control_plane(), provider())}
+    return {a.name: a for a in (etcd(), node(), kubernetes(), provider())}
 
 
 def provider_plugin_dir() -> Path:

@@ -1,6 +1,6 @@
 """The command line of localhosts/kubecluster.py; it prints ClusterInfo as JSON on stdout,
 progress on stderr:
-    python -m localhosts.kubecli up NAME [--slot N] [--gpu-nodes N] [--fresh]
+    python -m localhosts.kubecli up NAME [--gpus N] [--image ARCHIVE ...] [--fresh]
     python -m localhosts.kubecli down NAME
     python -m localhosts.kubecli status NAME
 """
@@ -12,7 +12,9 @@ import json
 import sys
 from collections.abc import Sequence
 
-from localhosts.kubecluster import ClusterPorts, FakeNodes, cluster_status, start_cluster, stop_cluster
+from pathlib import Path
+
+from localhosts.kubecluster import DEFAULT_GPUS, cluster_status, start_cluster, stop_cluster
 from localhosts.report import HostError
 
 
@@ -21,9 +23,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     up = sub.add_parser("up", help="start a cluster (or find it running) and print its ClusterInfo as JSON")
     up.add_argument("name")
-    up.add_argument("--slot", type=int, default=0,
-                    help=f"which ports: 0-{ClusterPorts.SLOTS - 1} (API server 6440+N, etcd 23790+2N, kwok 10250+N)")
-    up.add_argument("--gpu-nodes", type=int, default=1, help="fake nodes with 8 GPUs each")
+    up.add_argument("--gpus", type=int, default=DEFAULT_GPUS, help="the node's nvidia.com/gpu capacity")
+    up.add_argument("--image", type=Path, action="append", default=[],
+                    help="an OCI image archive to load into the node")
     up.add_argument("--fresh", action="store_true", help="start from an empty etcd")
     sub.add_parser("down", help="stop every process of a cluster").add_argument("name")
     status = sub.add_parser("status", help="print ClusterInfo as JSON (null and exit 1 if not running)")
@@ -32,8 +34,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         if args.command == "up":
-            info = start_cluster(args.name, ClusterPorts.slot(args.slot), FakeNodes(count=args.gpu_nodes),
-                                 fresh=args.fresh)
+            info = start_cluster(args.name, args.gpus, args.image, fresh=args.fresh)
             print(json.dumps(info.as_dict(), indent=2))
         elif args.command == "down":
             stop_cluster(args.name)

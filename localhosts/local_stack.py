@@ -5,8 +5,9 @@ The hosts are nspawn containers (localhosts/host.py): `local`, the inference hos
 The inference host's llama.cpp build folder and ccache live in the cache on this machine (bind
 mounts), so a re-created host, or a test host, reuses a finished build of the same key instead of
 spending 20 minutes on it again; the gateway host gets the wheelhouse LiteLLM installs from. The
-cluster `local` (localhosts/kubecluster.py, port slot 0) is where the stack's vLLM fleet goes; its
-binaries and the kubernetes provider plugin are built from Go modules once (localhosts/kubebuild.py).
+cluster `local` (localhosts/kubecluster.py: a real node) is where the stack's vLLM fleet runs, from
+the serving image built here (localhosts/serving_image: the vLLM stand-in); its binaries and the
+kubernetes provider plugin are built from Go modules once (localhosts/kubebuild.py).
 
     python -m localhosts.local_stack up [--fresh]   # boot the hosts and the cluster, make their files
     python -m localhosts.local_stack down
@@ -24,7 +25,7 @@ import yaml
 
 from localhosts import kubebuild, llama_source, tiny_model
 from localhosts.host import HostInfo, start_host, stop_host
-from localhosts.kubecluster import LOCAL_CLUSTER, LOCAL_SLOT, ClusterInfo, ClusterPorts, start_cluster, stop_cluster
+from localhosts.kubecluster import LOCAL_CLUSTER, ClusterInfo, start_cluster, stop_cluster
 from localhosts.wheelhouse import ensure_wheelhouse
 from spear.cache import cache_dir
 
@@ -78,9 +79,11 @@ def start_gateway(name: str = GATEWAY_HOST, ssh_port: int = GATEWAY_SSH_PORT,
 
 def start_local_cluster(fresh: bool = False) -> ClusterInfo:
     """The cluster the stack's vLLM fleet names (its kubeconfig is written by the start), once its
-    binaries and the kubernetes provider plugin are built (cached: instant when they are)."""
+    binaries, the kubernetes provider plugin and the serving image are built (cached: instant when
+    they are), with the serving image loaded into its node."""
+    from localhosts.serving_image.build import ensure_image  # builds llama-server: only here
     kubebuild.ensure_all()
-    return start_cluster(LOCAL_CLUSTER, ClusterPorts.slot(LOCAL_SLOT), fresh=fresh)
+    return start_cluster(LOCAL_CLUSTER, images=[ensure_image().archive], fresh=fresh)
 
 
 def report(outputs: dict) -> list[str]:
@@ -88,8 +91,10 @@ def report(outputs: dict) -> list[str]:
     each developer's through the gateway, and the vLLM fleet's rollout."""
     lines = [f"smoke test ({name}): {host['smoke_test']}"
              for name, host in outputs["inference_hosts"].items()]
-    lines += [f"smoke test (gateway, coder, {developer}): {summary}"
-              for developer, summary in (outputs.get("gateway") or {}).get("smoke_tests", {}).items()]
+    gateway = outputs.get("gateway") or {}
+    lines += [f"smoke test (gateway, coder, {developer}): {summary}; served by "
+              + ", ".join(gateway.get("served_by", {}).get(developer) or ["?"])
+              for developer, summary in gateway.get("smoke_tests", {}).items()]
     fleet = outputs.get("vllm_fleet")
     if fleet:
         stable = fleet["stable"]
@@ -98,8 +103,9 @@ def report(outputs: dict) -> list[str]:
                 f" revision {stable['revision'][:7]}, {ready}/{stable['replicas']} ready")
         if fleet.get("canary"):
             canary = fleet["canary"]
-            line += f"; canary {canary['image']} revision {canary['revision'][:7]}, {canary['replicas']} replicas"
-        lines.append(line + " (kwok's fake nodes: no container runs)")
+            line += (f"; canary {canary['image']} revision {canary['revision'][:7]},"
+                     f" {canary.get('ready_replicas') or 0}/{canary['replicas']} ready (pilot ring only)")
+        lines.append(line)
     return lines
 
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what the project needs on this machine, idempotently: shellcheck (the launcher and
-# set-up scripts are checked with it) and promtool (the alert rules are checked with it), the
+# set-up scripts are checked with it), the local Kubernetes node's host tools, and promtool (the alert rules are checked with it), the
 # Python virtualenv, the Pulumi engine with the command plugin and the policy pack's virtualenv
 # (scripts/setup-engine.sh). The kubernetes provider plugin and the local cluster's binaries
 # build with scripts/setup-kubernetes.sh (scripts/test starts it; a stack with a vLLM fleet
@@ -13,9 +13,17 @@ export DEBIAN_FRONTEND=noninteractive
 apt_updated=
 apt_update() { [ -n "$apt_updated" ] || apt-get update -qq >&2; apt_updated=1; }
 
-if ! command -v shellcheck >/dev/null; then
-  say "installing shellcheck with apt-get"
-  apt_update && apt-get install -y -qq --no-install-recommends shellcheck >&2
+# The linter, libseccomp-dev (runc's build links it) and what the local Kubernetes node runs:
+# iptables (the kubelet's chains), nft (kube-proxy's nftables mode), conntrack.
+packages=()
+command -v shellcheck >/dev/null || packages+=(shellcheck)
+[ -e /usr/include/seccomp.h ] || packages+=(libseccomp-dev)
+command -v nft >/dev/null || packages+=(nftables)
+command -v iptables >/dev/null || packages+=(iptables)
+command -v conntrack >/dev/null || packages+=(conntrack)
+if [ ${#packages[@]} -gt 0 ]; then
+  say "installing ${packages[*]} with apt-get"
+  apt_update && apt-get install -y -qq --no-install-recommends "${packages[@]}" >&2
 fi
 
 # promtool alone, from Debian's prometheus package: installing the package would also start a

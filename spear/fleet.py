@@ -4,7 +4,7 @@ summary read. Pure, so the policy pack's virtualenv imports it too."""
 
 from __future__ import annotations
 
-APP = "vllm"  # the Service selects app=vllm: stable and canary pods alike
+APP = "vllm"  # every fleet pod; each track has its own Service (app=vllm, track=<track>)
 TRACK = "track"
 STABLE, CANARY = "stable", "canary"
 PART = "spear-fleet/part"  # what a ConfigMap is for

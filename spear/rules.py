@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import ipaddress
 import re
+from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 # Seed 001 "How to develop with it": a pin is content, never a name that moves. Git prints
 # commit ids in lowercase, and the build compares the checked-out HEAD with the pin as text.
@@ -125,3 +127,32 @@ def developer_key_problems(models: object, max_budget: object, budget_duration: 
         if unknown:
             problems.append(f"models {unknown} are not the gateway's ({', '.join(GATEWAY_MODELS)})")
     return problems
+
+
+# --- Tenancy (seed 001 "How to run it in production", "How to maintain it"): what the gateway
+# stamps on a developer's requests and which of the fleet's tracks they reach. Config allows
+# these values, the hooks on the gateway host act on them (spear_gateway/tenancy.py).
+RINGS = ("pilot", "general")
+PILOT_RING, GENERAL_RING = RINGS
+# vLLM with --scheduling-policy priority serves lower values first.
+PRIORITY_CLASSES = {"interactive": 0, "background": 10}
+DEFAULT_PRIORITY_CLASS = "interactive"
+CACHE_SALT_SCOPES = ("team", "developer")
+CANARY_TRACK = "canary"
+
+T = TypeVar("T")
+
+
+def ring_members(ring: object, items: Sequence[T], track_of: Callable[[T], object]) -> list[T]:
+    """What a key of `ring` reaches of `items` (routes, or LiteLLM's deployments), each on a fleet
+    track or none: the pilot ring only the canary's while there is one, everyone else never the
+    canary's. The hook routes by it; the gateway's smoke test expects it."""
+    canary = [item for item in items if track_of(item) == CANARY_TRACK]
+    if ring == PILOT_RING and canary:
+        return canary
+    return [item for item in items if track_of(item) != CANARY_TRACK]
+
+
+def ring_routes(ring: object, tracks: dict[str, str | None]) -> list[str]:
+    """ring_members over routes (route id -> its fleet track, None for other endpoints)."""
+    return ring_members(ring, list(tracks), tracks.get)

@@ -36,7 +36,6 @@ REVISION_FLAG = "--revision"
 # priority scheduling, so the flag and the field deploy together.
 SCHEDULING_POLICY_FLAG = "--scheduling-policy"
 PRIORITY_SCHEDULING = "priority"
-PRIORITIES = {"interactive": 0, "background": 10}
 # Seed 001 step 3: flags that must never be added, and why.
 FORBIDDEN_FLAGS = {
     "--reasoning-parser": "the model has no thinking mode; a <think> block means the wrong"

@@ -25,6 +25,7 @@ class EndpointProofArgs:
     api_key: pulumi.Input[str] | None = None  # a secret, for a server that demands one
     # What serves the endpoint (a start time, a check): both run again when it changes.
     triggers: dict[str, pulumi.Input[Any]] | None = None
+    settle_seconds: float = 0.0  # EndpointVerificationArgs.settle_seconds
 
 
 @dataclass(frozen=True)
@@ -43,17 +44,20 @@ class EndpointProof:
 
 def prove_endpoint(name: str, args: EndpointProofArgs,
                    opts: pulumi.ResourceOptions) -> EndpointProof:
-    """`<name>-verification` and `<name>-smoke-test`, both with `opts` (parent, depends_on)."""
+    """`<name>-verification` and then `<name>-smoke-test`, both with `opts` (parent, depends_on):
+    the verification waits for the endpoint to answer at all, the smoke test asks after it."""
+    verification = EndpointVerification(f"{name}-verification", EndpointVerificationArgs(
+        endpoint=args.endpoint,
+        connection=args.connection,
+        port=args.port,
+        address=args.address,
+        served_model=args.served_model,
+        api_key=args.api_key,
+        triggers=args.triggers,
+        settle_seconds=args.settle_seconds,
+    ), opts)
     return EndpointProof(
-        verification=EndpointVerification(f"{name}-verification", EndpointVerificationArgs(
-            endpoint=args.endpoint,
-            connection=args.connection,
-            port=args.port,
-            address=args.address,
-            served_model=args.served_model,
-            api_key=args.api_key,
-            triggers=args.triggers,
-        ), opts),
+        verification=verification,
         smoke_test=SmokeTest(f"{name}-smoke-test", SmokeTestArgs(
             connection=args.connection,
             port=args.port,
@@ -61,5 +65,5 @@ def prove_endpoint(name: str, args: EndpointProofArgs,
             model=args.served_model,
             api_key=args.api_key,
             triggers=args.triggers,
-        ), opts),
+        ), pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[verification]))),
     )

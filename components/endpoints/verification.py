@@ -10,6 +10,7 @@ probe and the reason. The outputs record what passed and which models the endpoi
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,13 +19,18 @@ from pulumi.dynamic import ReadResult
 
 from components.endpoints.probes import MODEL_LIST, ProbeResult, listed_models, probes
 from components.hostops.host_resource import HostProvider, HostResource
-from components.hostops.ssh import RemoteError, Session, bearer_headers
+from components.hostops.ssh import RemoteError, Session, bearer_headers, wait_until
 from spear import tokens
 
 UNREACHABLE = "unreachable"
 # A large model's first completion may load or warm caches; the model list answers at once.
 COMPLETION_TIMEOUT = 300.0
 LIST_TIMEOUT = 30.0
+# Right after a rollout a Service's address may refuse or drop connections for a while, until
+# kube-proxy has the new pods' endpoints (seen here: up to a minute on a busy machine); only
+# nothing answering for this long fails, each try short so a dropped one does not use it up.
+REACH_SECONDS = 180.0
+REACH_TRY_SECONDS = 5.0
 
 
 class VerificationFailed(RemoteError):
@@ -46,10 +52,14 @@ class EndpointVerificationArgs:
     api_key: pulumi.Input[str] | None = None  # a secret; sent as `Authorization: Bearer ...`
     # Re-run whenever one of these changes (what serves the endpoint: a unit's start time, say).
     triggers: dict[str, pulumi.Input[Any]] | None = None
+    # Behind a Service, the pods a rollout replaced keep answering while they drain: a re-run
+    # waits this long first, so what it proves is the new pods (0: nothing to wait for).
+    settle_seconds: float = 0.0
 
 
 class EndpointVerificationProvider(HostProvider):
-    update_fields = ("triggers", "endpoint", "address", "port", "served_model", "api_key")
+    update_fields = ("triggers", "endpoint", "address", "port", "served_model", "api_key",
+                     "settle_seconds")
 
     def resource_id(self, props: dict[str, Any]) -> str:
         return f"{props['endpoint']}@{props['connection']['host']}:{props['address']}:{props['port']}"
@@ -59,13 +69,16 @@ class EndpointVerificationProvider(HostProvider):
         headers = bearer_headers(props.get("api_key"))
         passed: list[str] = []
         served_ids: list[str] = []
+        if olds is not None:
+            time.sleep(float(props.get("settle_seconds") or 0))
         with Session(props["connection"]) as host:
+            port, address = int(props["port"]), props["address"]
+            wait_until(lambda: _answers(host, port, address), REACH_SECONDS)
             for probe in probes(props["served_model"]):
                 timeout = LIST_TIMEOUT if probe.name == MODEL_LIST else COMPLETION_TIMEOUT
                 try:
-                    status, body = host.http(int(props["port"]), probe.method, probe.path,
-                                             probe.encoded_body(), address=props["address"],
-                                             timeout=timeout, headers=headers)
+                    status, body = host.http(port, probe.method, probe.path, probe.encoded_body(),
+                                             address=address, timeout=timeout, headers=headers)
                 except ConnectionError as err:
                     raise VerificationFailed(endpoint, ProbeResult(probe.name, False, UNREACHABLE,
                                                                    str(err))) from err
@@ -82,6 +95,14 @@ class EndpointVerificationProvider(HostProvider):
 
     def delete(self, _id: str, props: dict[str, Any]) -> None:
         return None
+
+
+def _answers(host: Session, port: int, address: str) -> bool:
+    try:
+        host.http(port, "GET", "/health", address=address, timeout=REACH_TRY_SECONDS)
+        return True
+    except ConnectionError:
+        return False
 
 
 class EndpointVerification(HostResource, module=tokens.DYNAMIC_MODULE,
@@ -102,6 +123,7 @@ class EndpointVerification(HostResource, module=tokens.DYNAMIC_MODULE,
                 "served_model": args.served_model,
                 "api_key": args.api_key,
                 "triggers": args.triggers or {},
+                **({"settle_seconds": args.settle_seconds} if args.settle_seconds else {}),
             },
             opts,
             outputs=("passed", "served_model_ids"),

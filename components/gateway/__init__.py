@@ -4,7 +4,9 @@ spear-fleet logs in to, with PostgreSQL for keys and spend.
 Each part is its own resource so that its diff is the upgrade a reviewer sees: a LiteLLM version
 bump replaces the install (new venv), applies only the new migrations and restarts the proxy; a
 config change rewrites config.yaml and restarts, nothing else moves; a new upstream adds a
-tunnel unit and a route.
+tunnel unit and a route. The Kubernetes fleet's tracks are routes at their Services' cluster IPs
+(no tunnel: the gateway host reaches them as a node does), each proven from the gateway host
+(components/endpoints/proof.py) after every rollout of its track and before its route is added.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any
 
 import pulumi
 
+from components.endpoints.proof import EndpointProof, EndpointProofArgs, prove_endpoint
 from components.endpoints.reach import Reach
 from components.gateway.database import (LocalDatabase, LocalDatabaseArgs, Migrations,
                                          MigrationsArgs)
@@ -29,10 +32,12 @@ from components.hostops.remote_file import RemoteFile, RemoteFileArgs, content_d
 from components.hostops.smoke_test import SmokeTest, SmokeTestArgs
 from components.hostops.ssh import connection_input
 from components.hostops.systemd_unit import HealthCheck, SystemdUnit, SystemdUnitArgs
-from config.types import EXTERNAL_DATABASE, OFFLINE_ENGINE, Backend, Developer
+from components.vllm_fleet import Track
+from config.types import EXTERNAL_DATABASE, FLEET_UPSTREAM, OFFLINE_ENGINE, Backend, Developer
 from config.types import Gateway as GatewayConfig
 from spear import harness, tokens
-from spear.rules import CODER_MODEL, FRONTIER_MODEL, GATEWAY_UNIT, SYSTEM_SLICE, tunnel_unit
+from spear.rules import (CODER_MODEL, FRONTIER_MODEL, GATEWAY_UNIT, SYSTEM_SLICE, ring_routes,
+                         tunnel_unit)
 
 
 class GatewayConfigFile(RemoteFile, module=tokens.DYNAMIC_MODULE, name=tokens.GATEWAY_CONFIG.name):
@@ -73,6 +78,19 @@ class Upstream:
 
 
 @dataclass
+class FleetRoutes:
+    """The Kubernetes fleet as `coder`'s upstream: a route per track."""
+    tracks: list[Track]
+    api_key: pulumi.Input[str]  # secret: what vLLM demands
+    priority: bool  # vLLM schedules by priority: the hook stamps `priority`
+    cache_salt_scope: str  # team or developer (vllmFleet.tenancy.cacheSalt)
+
+
+def fleet_route(track: str) -> str:
+    return f"vllm-{track}"
+
+
+@dataclass
 class GatewayArgs:
     config: GatewayConfig
     private_key: pulumi.Input[str]  # secret: the gateway host's SSH key
@@ -81,6 +99,7 @@ class GatewayArgs:
     database_url: pulumi.Input[str] | None  # secret; None with the local database
     upstreams: dict[str, Upstream]  # by endpoint name, in `coder`'s order
     developers: dict[str, Developer]  # one virtual key each
+    fleet: FleetRoutes | None = None  # when gateway.coder.upstreams names vllmFleet
 
 
 class Gateway(pulumi.ComponentResource):
@@ -130,23 +149,44 @@ class Gateway(pulumi.ComponentResource):
                 restart_triggers={"key": key_file.digest},
             ), pulumi.ResourceOptions(parent=self, depends_on=[key_file, *upstream.after])))
             routes.append(pulumi.Output.from_input(reach.served_model).apply(
-                lambda model, e=endpoint, r=reach, p=port: Route(e, p, model, r.api_key is not None)))
+                lambda model, e=endpoint, r=reach, p=port: Route.tunnel(e, p, model, r.api_key is not None)))
             if reach.api_key is not None:
                 env[upstream_key_env(endpoint)] = reach.api_key
 
-        config_text = pulumi.Output.all(*routes).apply(lambda rs: render_config(cfg, list(rs)))
+        # The fleet's tracks: proven from this host, at the address the route will use, after
+        # every change of the track's pods; the route is written only once its proof passed.
+        self.fleet_proofs: dict[str, EndpointProof] = {}
+        fleet = args.fleet
+        for track in (fleet.tracks if fleet else []):
+            route = fleet_route(track.name)
+            self.fleet_proofs[track.name] = prove_endpoint(f"{name}-{route}", EndpointProofArgs(
+                endpoint=route, connection=connection, port=track.port,
+                served_model=track.served_model, address=track.address, api_key=fleet.api_key,
+                triggers={"pair": track.pair, "generation": track.generation},
+                settle_seconds=track.settle_seconds,
+            ), pulumi.ResourceOptions(parent=self, depends_on=track.after))
+            routes.append(pulumi.Output.from_input(track.address).apply(
+                lambda address, t=track, r=route: Route(
+                    r, f"http://{address}:{t.port}/v1", t.served_model, True, track=t.name,
+                    cache_salt=True, priority=fleet.priority)))
+            env[upstream_key_env(route)] = fleet.api_key
+        proofs = [r for p in self.fleet_proofs.values() for r in (p.verification, p.smoke_test)]
+        upstream_names = [*args.upstreams, *([FLEET_UPSTREAM] if fleet else [])]
+
+        config_text = pulumi.Output.all(*routes).apply(lambda rs: render_config(
+            cfg, list(rs), fleet.cache_salt_scope if fleet else "team"))
         self.config_file = GatewayConfigFile(f"{name}-config", RemoteFileArgs(
             connection=connection,
             path=posixpath.join(runtime, "config", "config.yaml"),
             content=config_text,
             # For policies and reviewers: what `coder` routes to and what the hatch may spend.
-            facts={"upstreams": list(args.upstreams), "litellm_version": cfg.litellm_version,
+            facts={"upstreams": upstream_names, "litellm_version": cfg.litellm_version,
                    "hatch": {"from": CODER_MODEL, "to": FRONTIER_MODEL,
                              "monthly_cap_usd": cfg.hatch.monthly_cap_usd,
                              "alert_usd": cfg.hatch.alert_usd},
                    "binds": [{"host": cfg.ssh.address, "address": cfg.host, "port": cfg.port,
                               "what": "the LiteLLM gateway"}]},
-        ), child)
+        ), pulumi.ResourceOptions(parent=self, depends_on=proofs))
         env_text = pulumi.Output.secret(pulumi.Output.all(**env).apply(render_env))
         self.env_file = GatewayEnv(f"{name}-env", RemoteFileArgs(
             connection=connection, path=posixpath.join(runtime, "config", "gateway.env"),
@@ -193,9 +233,12 @@ class Gateway(pulumi.ComponentResource):
             connection=connection, address=cfg.host, port=cfg.port, master_key=args.master_key,
             developer=developer, database=database,
         ), after_service) for dev, developer in args.developers.items()}
+        tracks = {**{endpoint: None for endpoint in args.upstreams},
+                  **{fleet_route(t.name): t.name for t in (fleet.tracks if fleet else [])}}
         self.smoke_tests = {dev: GatewaySmokeTest(f"{name}-smoke-{dev}", SmokeTestArgs(
             connection=connection, port=cfg.port, address=cfg.host, model=CODER_MODEL,
             api_key=key.key, triggers={"started_at": self.service.started_at},
+            routes=ring_routes(args.developers[dev].ring, tracks),
         ), pulumi.ResourceOptions(parent=self, depends_on=[key])) for dev, key in self.keys.items()}
         url = f"http://{cfg.host}:{cfg.port}"
         self.harnesses = {dev: pulumi.Output.secret(key.key).apply(
@@ -204,10 +247,14 @@ class Gateway(pulumi.ComponentResource):
         self.outputs: dict[str, Any] = {
             "url": url,
             "litellm_version": self.install.installed_version,
-            "upstreams": list(args.upstreams),
+            "upstreams": upstream_names,
+            "fleet_routes": {track: {"verified": proof.verification.passed,
+                                     "smoke_test": proof.smoke_test.summary}
+                             for track, proof in self.fleet_proofs.items()},
             "migrations_applied": self.migrations.applied,
             "database": "local" if local_db else "external",
             "smoke_tests": {dev: test.summary for dev, test in self.smoke_tests.items()},
+            "served_by": {dev: test.served_by for dev, test in self.smoke_tests.items()},
             "keys": {dev: {"spend": key.spend, "budget_reset_at": key.budget_reset_at}
                      for dev, key in self.keys.items()},
         }

@@ -41,9 +41,11 @@ UPDATABLE = {
 
 
 def key_metadata(developer: Developer) -> dict[str, str]:
-    """The key's metadata: the stack's, plus who it belongs to (the hooks and spend logs use it)."""
+    """The key's metadata: the stack's, plus who it belongs to and what the gateway stamps on its
+    requests (the hooks and spend logs use it; hosts/gateway/spear_gateway/tenancy.py)."""
     return {**developer.metadata, "developer": developer.name,
-            **({"team": developer.team} if developer.team else {})}
+            **({"team": developer.team} if developer.team else {}),
+            "ring": developer.ring, "priority": developer.priority}
 
 
 @dataclass

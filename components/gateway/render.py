@@ -47,14 +47,37 @@ def upstream_key_env(endpoint: str) -> str:
 
 @dataclass(frozen=True)
 class Route:
-    """One of `coder`'s deployments: an endpoint reached on this gateway host's loopback."""
-    endpoint: str
-    client_port: int  # the backend's client port: the tunnel's local end
+    """One of `coder`'s deployments: an endpoint's tunnel on this gateway host's loopback, or a
+    track of the Kubernetes fleet at its Service's address."""
+    endpoint: str  # the route's name: an endpoint, or vllm-<track>
+    api_base: str  # the OpenAI-compatible base URL, .../v1
     served_model: str
     needs_key: bool  # the endpoint demands an API key (upstream_key_env)
+    track: str | None = None  # the fleet's stable or canary (the hook routes rings by it)
+    # What the upstream accepts that the hook stamps (vLLM: cache_salt; priority only with
+    # --scheduling-policy priority); nothing is sent to an upstream that would refuse it.
+    cache_salt: bool = False
+    priority: bool = False
+
+    @classmethod
+    def tunnel(cls, endpoint: str, client_port: int, served_model: str, needs_key: bool) -> Route:
+        return cls(endpoint, f"http://127.0.0.1:{client_port}/v1", served_model, needs_key)
 
 
-def render_config(gateway: Gateway, routes: list[Route]) -> str:
+def model_info(route: Route) -> dict[str, object]:
+    """What the hook reads of a deployment (hosts/gateway/spear_gateway: spear_track,
+    spear_cache_salt, spear_priority)."""
+    info: dict[str, object] = {"id": route.endpoint}
+    if route.track:
+        info["spear_track"] = route.track
+    if route.cache_salt:
+        info["spear_cache_salt"] = True
+    if route.priority:
+        info["spear_priority"] = True
+    return info
+
+
+def render_config(gateway: Gateway, routes: list[Route], cache_salt_scope: str = "team") -> str:
     """LiteLLM's config.yaml (the settings hosts/gateway/spear_gateway/__init__.py documents).
 
     `coder` is the only name developers see; `frontier` is the hatch. No LiteLLM fallbacks:
@@ -67,7 +90,7 @@ def render_config(gateway: Gateway, routes: list[Route]) -> str:
         "model_name": CODER_MODEL,
         "litellm_params": {
             "model": f"openai/{route.served_model}",
-            "api_base": f"http://127.0.0.1:{route.client_port}/v1",
+            "api_base": route.api_base,
             "api_key": f"os.environ/{upstream_key_env(route.endpoint)}" if route.needs_key
             else "none",
             # Codex speaks Responses: LiteLLM bridges it onto the fleet's chat completions.
@@ -76,7 +99,7 @@ def render_config(gateway: Gateway, routes: list[Route]) -> str:
             "input_cost_per_token": price.input_usd_per_token,
             "output_cost_per_token": price.output_usd_per_token,
         },
-        "model_info": {"id": route.endpoint},
+        "model_info": model_info(route),
     } for route in routes]
     hatch = gateway.hatch
     frontier = {
@@ -110,6 +133,8 @@ def render_config(gateway: Gateway, routes: list[Route]) -> str:
         },
         "environment_variables": {
             "SPEAR_HATCH_MONTHLY_CAP_USD": str(hatch.monthly_cap_usd),
+            # Whose requests share the fleet's prefix cache (vllmFleet.tenancy.cacheSalt).
+            "SPEAR_CACHE_SALT_SCOPE": cache_salt_scope,
             "SPEAR_FLEET_MODEL": CODER_MODEL,
             "SPEAR_HATCH_MODEL": FRONTIER_MODEL,
             # The worst case a request without an output limit is held for.

@@ -8,6 +8,7 @@ would apply it (`resolve_connection`).
 
 from __future__ import annotations
 
+import http.client
 import io
 import logging
 import os
@@ -185,14 +186,20 @@ class Session:
     def http(self, port: int, method: str, path: str, body: bytes = b"",
              address: str = "127.0.0.1", timeout: float = 30.0,
              headers: Mapping[str, str] | None = None) -> tuple[int, bytes]:
-        """One HTTP/1.1 request to a port on the host's loopback, through this SSH connection.
+        """One HTTP request to a port on the host's loopback (or an address the host reaches),
+        through this SSH connection: (status, body).
 
         The inference server listens on the host's loopback only; clients reach it through an
         SSH channel like this one, so checks never need a port opened on the network.
         """
-        extra = "".join(f"{name}: {value}\r\n" for name, value in (headers or {}).items())
-        if len(extra.splitlines()) != len(headers or {}):  # a line break would end the head early
-            raise ValueError("an HTTP header name or value holds a line break")
+        status, _, answer = self.http_exchange(port, method, path, body, address, timeout, headers)
+        return status, answer
+
+    def http_exchange(self, port: int, method: str, path: str, body: bytes = b"",
+                      address: str = "127.0.0.1", timeout: float = 30.0,
+                      headers: Mapping[str, str] | None = None
+                      ) -> tuple[int, dict[str, str], bytes]:
+        """Like `http`, with the answer's headers (lower-case names)."""
         transport = self._client.get_transport()
         assert transport is not None
         try:
@@ -205,44 +212,37 @@ class Session:
         except (paramiko.SSHException, socket.error) as err:
             raise NoAnswer(self.where, address, port, str(err) or type(err).__name__) from err
         channel.settimeout(timeout)
-        head = (
-            f"{method} {path} HTTP/1.1\r\nHost: {address}:{port}\r\nConnection: close\r\n"
-            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n{extra}\r\n"
-        ).encode()
+        conn = _ChannelConnection(channel, f"{address}:{port}", timeout)
         try:
-            channel.sendall(head + body)
-            response = b""
-            while chunk := channel.recv(65536):
-                response += chunk
+            conn.request(method, path, body=body, headers={
+                "Content-Type": "application/json", "Connection": "close", **(headers or {})})
+            response = conn.getresponse()
+            return (response.status, {k.lower(): v for k, v in response.getheaders()},
+                    response.read())
         except socket.timeout as err:
             raise ConnectionError(f"{address}:{port} on {self.where} did not answer in {timeout} s") from err
+        except http.client.HTTPException as err:
+            raise ConnectionError(f"not an HTTP answer from {address}:{port} on {self.where}: {err!r}") from err
         finally:
             channel.close()
-        return _parse_http(response)
 
 
-def _parse_http(response: bytes) -> tuple[int, bytes]:
-    head, _, body = response.partition(b"\r\n\r\n")
-    lines = head.split(b"\r\n")
-    if not lines or not lines[0].startswith(b"HTTP/"):
-        raise ConnectionError(f"not an HTTP answer: {response[:80]!r}")
-    status = int(lines[0].split()[1])
-    headers = {k.strip().lower(): v.strip() for k, _, v in (l.partition(b":") for l in lines[1:])}
-    if headers.get(b"transfer-encoding", b"").lower() == b"chunked":
-        body = _unchunk(body)
-    return status, body
+class _ChannelConnection(http.client.HTTPConnection):
+    """The standard library's HTTP client over an open SSH channel (it speaks HTTP/1.1 to
+    whatever socket-like object is its `sock`; the channel is one)."""
 
+    def __init__(self, channel: paramiko.Channel, host: str, timeout: float) -> None:
+        super().__init__(host, timeout=timeout)
+        self.sock = channel
 
-def _unchunk(body: bytes) -> bytes:
-    out = b""
-    while body:
-        size_line, _, rest = body.partition(b"\r\n")
-        size = int(size_line.split(b";")[0], 16)
-        if size == 0:
-            break
-        out += rest[:size]
-        body = rest[size + 2:]
-    return out
+    def connect(self) -> None:  # the channel is the connection
+        pass
+
+    def close(self) -> None:
+        # http.client lets go of the connection once a `Connection: close` answer's head is read,
+        # counting on the response's file to keep a socket open; a channel's file does not, so
+        # the channel's owner closes it once the body is read.
+        self.sock = None
 
 
 def bearer_headers(api_key: str | None) -> dict[str, str]:

@@ -5,9 +5,10 @@ One explicit provider from the stack's kubeconfig (a secret, a file, or the ambi
 fleet never lands on whatever cluster a shell happens to point at. The objects
 (components/vllm_fleet/manifests.py): the fleet's namespace; vLLM's API key as a Secret fed by
 the stack's Pulumi secret; the model-cache claim (and a static volume when the stack names a
-node path); the `stable` Deployment, and a `canary` Deployment beside it when declared, both
-selected by one Service; the rollout record, tenancy and alert-rule ConfigMaps; and the agent
-sandbox's namespace with default-deny egress and its allowlist.
+node path); the `stable` Deployment and its Service, and a `canary` Deployment with a Service of its own when
+declared (the gateway routes only the pilot ring to it); the rollout record, tenancy and
+alert-rule ConfigMaps; and the agent sandbox's namespace with default-deny egress and its
+allowlist. `tracks` says, per track, where the gateway reaches it and what proves a rollout.
 
 A new image tag or revision of a pair changes its Deployment's pod template: Kubernetes rolls it
 out (maxSurge 1, maxUnavailable 0) and pulumi-kubernetes waits until the rollout is Available.
@@ -15,16 +16,33 @@ out (maxSurge 1, maxUnavailable 0) and pulumi-kubernetes waits until the rollout
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
 
 from components.vllm_fleet import alerts, manifests
+from config.types import ServingPair
 from config.types import VllmFleet as FleetConfig
 from spear import tokens, vllm
 from spear.fleet import CANARY, STABLE
+
+
+@dataclass
+class Track:
+    """One track as the gateway reaches it: its Service's cluster address, and what its pods
+    serve (a change re-runs the track's verification)."""
+    name: str  # STABLE or CANARY
+    address: pulumi.Input[str]  # the Service's cluster IP (the stack's, when it fixes one)
+    port: int
+    served_model: str
+    pair: dict[str, Any]  # the (image, model, revision) it runs
+    generation: pulumi.Output[Any]  # the Deployment's: moves with every change of its pods
+    after: list[pulumi.Resource] = field(default_factory=list)
+    # How long a replaced pod keeps answering after its rollout is done (its preStop drain, then
+    # its exit): what proves a rollout must come after it.
+    settle_seconds: float = manifests.DRAIN_SECONDS + 10
 
 
 @dataclass
@@ -85,8 +103,15 @@ class VllmFleet(pulumi.ComponentResource):
             f"{name}-{CANARY}",
             **manifests.deployment(cfg, CANARY, cfg.canary.pair, cfg.canary.replicas),
             opts=after(*pod_inputs))
-        self.service = k8s.core.v1.Service(f"{name}-service", **manifests.service(cfg),
-                                           opts=after(self.namespace))
+        # Fixed names (and perhaps fixed cluster IPs): a replacement deletes the old one first.
+        self.service = k8s.core.v1.Service(f"{name}-service", **manifests.service(cfg, STABLE),
+                                           opts=after(self.namespace, delete_before_replace=True))
+        self.canary_service = None if cfg.canary is None else k8s.core.v1.Service(
+            f"{name}-canary-service", **manifests.service(cfg, CANARY),
+            opts=after(self.namespace, delete_before_replace=True))
+        self.tracks = [self._track(STABLE, cfg.stable, self.stable, self.service, cfg)]
+        if self.canary is not None and self.canary_service is not None:
+            self.tracks.append(self._track(CANARY, cfg.canary.pair, self.canary, self.canary_service, cfg))
 
         self.sandbox: list[pulumi.Resource] = []
         if cfg.agent_sandbox:
@@ -103,19 +128,20 @@ class VllmFleet(pulumi.ComponentResource):
                                                 opts=after(namespace)),
             ]
 
-        canary_replicas = cfg.canary.replicas if cfg.canary else 0
         self.outputs: dict[str, Any] = {
             "namespace": cfg.namespace,
-            # The gateway's `coder` route targets this (OpenAI-compatible, /v1).
-            "endpoint": f"http://{manifests.SERVICE}.{cfg.namespace}.svc.cluster.local:{cfg.vllm.port}/v1",
+            # In the cluster, each track's Service by name; the gateway uses the cluster IPs.
+            "endpoints": {track.name: f"http://{manifests.service_name(track.name)}.{cfg.namespace}"
+                          f".svc.cluster.local:{cfg.vllm.port}/v1" for track in self.tracks},
+            "cluster_ips": {track.name: track.address for track in self.tracks},
             "served_model_name": cfg.vllm.served_model_name,
             "stable": {"image": cfg.image_ref(cfg.stable), "revision": cfg.stable.revision,
                        "replicas": cfg.replicas},
             "canary": None if cfg.canary is None else {
                 "image": cfg.image_ref(cfg.canary.pair), "revision": cfg.canary.pair.revision,
                 "replicas": cfg.canary.replicas,
-                # One Service over both tracks: requests split by ready pods.
-                "share": round(canary_replicas / (canary_replicas + cfg.replicas), 4)},
+                "ready_replicas": self.canary.status.apply(
+                    lambda status: status.ready_replicas if status else None)},
             "previous": None if cfg.previous is None else {
                 "image": cfg.image_ref(cfg.previous), "revision": cfg.previous.revision},
             "stable_ready_replicas": self.stable.status.apply(
@@ -123,3 +149,12 @@ class VllmFleet(pulumi.ComponentResource):
             "agent_namespace": cfg.agent_sandbox.namespace if cfg.agent_sandbox else None,
         }
         self.register_outputs(self.outputs)
+
+    @staticmethod
+    def _track(track: str, pair: ServingPair, deployment: k8s.apps.v1.Deployment,
+               service: k8s.core.v1.Service, cfg: FleetConfig) -> Track:
+        return Track(name=track, address=cfg.service_ips.get(track) or service.spec.cluster_ip,
+                     port=cfg.vllm.port,
+                     served_model=cfg.vllm.served_model_name,
+                     pair={"image": cfg.image_ref(pair), "model": pair.model, "revision": pair.revision},
+                     generation=deployment.metadata.generation, after=[deployment, service])

@@ -13,17 +13,15 @@ from typing import Any
 
 from config.types import AgentSandbox, EgressTarget, ServingPair, VllmFleet
 from spear import rollout_gate, vllm
+from spear.rules import PRIORITY_CLASSES
 from spear.fleet import (AGENT_SANDBOX, ALERTS, APP, CACHE_SALT, CANARY_JSON, ENGINE_VERSION,
                          PART, PREVIOUS_JSON, PRIORITIES, RECORDS_JSON, REVISION, ROLE, ROLLOUT,
-                         STABLE_JSON, TENANCY, TRACK)
+                         STABLE, STABLE_JSON, TENANCY, TRACK)
 
 API_KEY_SECRET = "vllm-api-key"
 MODEL_CACHE = "vllm-model-cache"
-SERVICE = APP
 CACHE_MOUNT = "/root/.cache/huggingface"  # where vLLM keeps the downloaded weights
-# kwok's fake nodes (tests) carry this taint; real GPU nodes commonly carry the GPU one.
-FAKE_NODE_TAINT = {"key": "kwok.x-k8s.io/node", "operator": "Equal", "value": "fake",
-                   "effect": "NoSchedule"}
+# Real GPU nodes commonly carry this taint.
 GPU_TAINT = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 GPU = "nvidia.com/gpu"
 HEALTH = "/health"
@@ -31,6 +29,12 @@ HEALTH = "/health"
 # before liveness takes over.
 STARTUP_SECONDS = 3600
 PROBE_PERIOD = 10
+# A pod being replaced keeps serving this long after it is marked terminating, so kube-proxy on
+# every node (the gateway's path) has dropped it before vLLM stops listening: without it a
+# rolling update refused connections for a while (measured on the local node).
+DRAIN_SECONDS = 15
+# Then vLLM finishes what it is answering (a long generation) before it is killed.
+TERMINATION_GRACE_SECONDS = DRAIN_SECONDS + 120
 
 
 def labels(track: str) -> dict[str, str]:
@@ -47,7 +51,6 @@ def deployment(fleet: VllmFleet, track: str, pair: ServingPair, replicas: int) -
     port = fleet.vllm.port
     probe = {"httpGet": {"path": HEALTH, "port": "http"}, "periodSeconds": PROBE_PERIOD}
     pod_labels = labels(track)
-    tolerations = [GPU_TAINT, *([FAKE_NODE_TAINT] if fleet.tolerate_fake_nodes else [])]
     return {
         "metadata": {"name": deployment_name(track), "namespace": fleet.namespace,
                      "labels": pod_labels,
@@ -64,7 +67,8 @@ def deployment(fleet: VllmFleet, track: str, pair: ServingPair, replicas: int) -
                     "prometheus.io/path": "/metrics",
                     ENGINE_VERSION: pair.tag, REVISION: pair.revision}},
                 "spec": {
-                    "tolerations": tolerations,
+                    "terminationGracePeriodSeconds": TERMINATION_GRACE_SECONDS,
+                    "tolerations": [GPU_TAINT],
                     "containers": [{
                         "name": "vllm",
                         "image": fleet.image_ref(pair),
@@ -78,6 +82,7 @@ def deployment(fleet: VllmFleet, track: str, pair: ServingPair, replicas: int) -
                                          "failureThreshold": STARTUP_SECONDS // PROBE_PERIOD},
                         "readinessProbe": {**probe, "failureThreshold": 3},
                         "livenessProbe": {**probe, "failureThreshold": 6},
+                        "lifecycle": {"preStop": {"sleep": {"seconds": DRAIN_SECONDS}}},
                         "volumeMounts": [{"name": "model-cache", "mountPath": CACHE_MOUNT},
                                          {"name": "dshm", "mountPath": "/dev/shm"}],
                     }],
@@ -93,11 +98,21 @@ def deployment(fleet: VllmFleet, track: str, pair: ServingPair, replicas: int) -
     }
 
 
-def service(fleet: VllmFleet) -> dict[str, Any]:
-    """One Service for both tracks: a canary takes its share of requests by its replica count."""
-    return {"metadata": {"name": SERVICE, "namespace": fleet.namespace, "labels": {"app": APP}},
-            "spec": {"selector": {"app": APP},
-                     "ports": [{"name": "http", "port": fleet.vllm.port, "targetPort": "http"}]}}
+def service_name(track: str) -> str:
+    """`vllm` for stable (what everyone's `coder` reaches), `vllm-canary` for the canary."""
+    return APP if track == STABLE else f"{APP}-{track}"
+
+
+def service(fleet: VllmFleet, track: str) -> dict[str, Any]:
+    """One Service per track: the canary's own, so that only the gateway's pilot-ring route
+    reaches it (seed 001 "How to maintain it": rings), never a share of everyone's traffic."""
+    spec: dict[str, Any] = {"selector": {"app": APP, TRACK: track},
+                            "ports": [{"name": "http", "port": fleet.vllm.port, "targetPort": "http"}]}
+    if track in fleet.service_ips:  # fixed: the gateway's route to it is known at preview
+        spec["clusterIP"] = fleet.service_ips[track]
+    return {"metadata": {"name": service_name(track), "namespace": fleet.namespace,
+                         "labels": {"app": APP, TRACK: track}},
+            "spec": spec}
 
 
 def model_cache_claim(fleet: VllmFleet) -> dict[str, Any]:
@@ -147,7 +162,7 @@ def rollout_record(fleet: VllmFleet) -> dict[str, Any]:
 def tenancy(fleet: VllmFleet) -> dict[str, Any]:
     """What the gateway injects on requests to this fleet (seed 001 "How to run it in
     production"): the cache_salt scope, and the priorities when vLLM schedules by them."""
-    priorities = vllm.PRIORITIES if fleet.vllm.scheduling_priority else {}
+    priorities = PRIORITY_CLASSES if fleet.vllm.scheduling_priority else {}
     return {"metadata": {"name": f"{APP}-tenancy", "namespace": fleet.namespace,
                          "labels": {PART: TENANCY}},
             "data": {CACHE_SALT: fleet.cache_salt, PRIORITIES: json.dumps(priorities)}}

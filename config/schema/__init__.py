@@ -13,7 +13,7 @@ from typing import Any
 
 from config.checker import MISSING, Checker, get, map_names
 from config.schema import backends, developers, gateway, hosts, reds, runpod, vllm_fleet
-from config.types import API_KEY_NAMES, VLLM_API_KEY, FleetConfig
+from config.types import API_KEY_NAMES, FLEET_UPSTREAM, VLLM_API_KEY, FleetConfig
 
 TOP_KEYS = (backends.KEYS + hosts.KEYS + runpod.KEYS + reds.KEYS + gateway.KEYS
             + developers.KEYS + vllm_fleet.KEYS)
@@ -50,12 +50,17 @@ def parse(raw: Mapping[str, Any]) -> FleetConfig:
           for name, endpoint in reds_endpoints.items())])
     the_gateway, gateway_keys = gateway.parse(
         check, get(raw, "gateway"), {name: get(raw, name) for name in gateway.SECRET_NAMES},
-        get(raw, "sshPrivateKeys"), endpoint_names=[*host_names, *pod_names, *endpoint_names],
+        get(raw, "sshPrivateKeys"), endpoint_names=[*host_names, *pod_names, *endpoint_names,
+                                                    *([FLEET_UPSTREAM] if "vllmFleet" in raw else [])],
         taken_names=[*host_names, *pod_names, *endpoint_names],
         keyless=[name for name, endpoint in reds_endpoints.items() if endpoint.ssh.key is None])
     the_developers = developers.parse(check, get(raw, "developers"),
                                       has_gateway=get(raw, "gateway") is not MISSING)
     fleet = vllm_fleet.parse(check, get(raw, "vllmFleet"), get(raw, "kubeconfig"))
+    if the_gateway and fleet and FLEET_UPSTREAM in the_gateway.upstreams and not fleet.service_ips:
+        check.report("vllmFleet.serviceIPs", "nothing", "each track's Service IP (stable, and canary"
+                     " with a canary), required while gateway.coder.upstreams names vllmFleet:"
+                     " the gateway's routes to the fleet are then known at preview")
     check.raise_if_any()
     return FleetConfig(inference_hosts=inference_hosts, backends=backend_table,
                        runpod_pods=runpod_pods, api_keys={**api_keys, **gateway_keys},

@@ -4,6 +4,11 @@ they may use, a budget in USD and the window after which it resets.
 A budget without a window never resets and locks the developer out for good once spent, so
 `budgetDuration` is required; a developer never gets `frontier` directly (it is the hatch,
 reached by escalation alone).
+
+`ring` and `priority` go into the key's metadata, and the gateway's hooks act on them
+(hosts/gateway/spear_gateway/tenancy.py): a `pilot` developer is served by the fleet's canary
+while one is up (everyone else never is), and `priority` is the vLLM priority class the gateway
+stamps on the developer's requests (interactive 0, background 10: agent loops yield to people).
 """
 
 from __future__ import annotations
@@ -14,13 +19,15 @@ from typing import Any
 
 from config.checker import MISSING, NAME, NAME_TEXT, Checker, get, show
 from config.types import Developer
-from spear.rules import (BUDGET_DURATION, BUDGET_DURATION_TEXT, CODER_MODEL, FRONTIER_MODEL,
-                         GATEWAY_MODELS)
+from spear.rules import (BUDGET_DURATION, BUDGET_DURATION_TEXT, CODER_MODEL,
+                         DEFAULT_PRIORITY_CLASS, FRONTIER_MODEL, GATEWAY_MODELS, GENERAL_RING,
+                         PRIORITY_CLASSES, RINGS)
+
 
 KEYS = ("developers",)
 
 _KEYS = ("team", "models", "maxBudget", "budgetDuration", "tpmLimit", "rpmLimit",
-         "maxParallelRequests", "metadata", "rotation", "rotationGracePeriod")
+         "maxParallelRequests", "metadata", "rotation", "rotationGracePeriod", "ring", "priority")
 _TEXT = re.compile(r"[ -~]{0,256}")  # metadata values: one printable line
 
 
@@ -61,10 +68,16 @@ def _developer(check: Checker, name: str, value: Any) -> Developer | None:
     rotation = check.integer(f"{key}.rotation", get(dev, "rotation"), 0, default=0)
     grace = check.pattern(f"{key}.rotationGracePeriod", get(dev, "rotationGracePeriod"),
                           BUDGET_DURATION, BUDGET_DURATION_TEXT, default="24h")
+    ring = check.choice(f"{key}.ring", get(dev, "ring"), RINGS, default=GENERAL_RING)
+    priority = check.choice(f"{key}.priority", get(dev, "priority"), tuple(PRIORITY_CLASSES),
+                            default=DEFAULT_PRIORITY_CLASS)
     if not check.clean_since(start):
         return None
-    return Developer(name, team, models, float(budget), duration, *limits, metadata, rotation,
-                     grace)
+    tpm, rpm, parallel = limits
+    return Developer(name=name, team=team, models=models, max_budget=float(budget),
+                     budget_duration=duration, tpm_limit=tpm, rpm_limit=rpm,
+                     max_parallel_requests=parallel, metadata=metadata, rotation=rotation,
+                     rotation_grace=grace, ring=ring, priority=priority)
 
 
 def _models(check: Checker, key: str, value: Any) -> tuple[str, ...]:

@@ -182,7 +182,7 @@ def _coder(check: Checker, value: Any, endpoint_names: Collection[str],
     if coder is None:
         return (), None, None, None
     allowed = ("a non-empty list of declared endpoints (inferenceHosts, runpod.pods,"
-               " redsEndpoints): " + (", ".join(endpoint_names) or "none is declared"))
+               " redsEndpoints, vllmFleet): " + (", ".join(endpoint_names) or "none is declared"))
     names = get(coder, "upstreams")
     upstreams: list[str] = []
     if not isinstance(names, list) or not names:

@@ -2,7 +2,7 @@
 run it in production", "How to maintain it").
 
 The fleet serves one `stable` (image tag, model revision) pair, optionally a `canary` pair
-beside it behind the same Service, and keeps the `previous` stable pair declared so that a
+beside it behind a Service of its own (the gateway routes only the pilot ring there), and keeps the `previous` stable pair declared so that a
 rollback is one `pulumi up`. A promotion (stable moved off the previous pair) is refused here,
 before anything is registered, unless `rolloutGate` records a passing gate result for exactly
 the new pair (spear/rollout_gate.py; the policy pack checks the same on the preview). vLLM's
@@ -23,6 +23,7 @@ from config.types import (ACCESS_MODES, AMBIENT, CACHE_SALT_SCOPES, AgentSandbox
                           VllmFleet)
 from config.schema.runpod import _HF_REPO, _SERVED_NAME
 from spear import rollout_gate
+from spear.fleet import CANARY, STABLE
 from spear.rules import COMMIT, COMMIT_TEXT, IMAGE, IMAGE_DIGEST, IMAGE_TAG, UNPINNED_TAG
 from spear.vllm import GPU_MEMORY_UTILIZATION
 
@@ -30,11 +31,11 @@ KEYS = ("vllmFleet", "kubeconfig")
 OBJECT_KEYS = ("vllmFleet",)
 SECRET = "secret"  # vllmFleet.kubeconfig: the text of the stack's `kubeconfig` secret
 
-_FLEET_KEYS = ("kubeconfig", "context", "namespace", "tolerateFakeNodes", "image",
+_FLEET_KEYS = ("kubeconfig", "context", "namespace", "image",
                "servedModelName", "stable", "previous", "canary", "replicas",
                "tensorParallelSize", "maxModelLen", "gpuMemoryUtilization", "port",
                "schedulingPriority", "tenancy", "modelCache", "agentSandbox", "observability",
-               "rolloutGate")
+               "rolloutGate", "serviceIPs")
 _PAIR_KEYS = ("tag", "digest", "model", "revision")
 _RECORD_KEYS = ("pin", "toolCalls", "pairedEval", "latency")
 _ALERT_KEYS = ("preemptionsPerHour", "ttftP95Seconds", "prefixCacheHitRateMin",
@@ -91,8 +92,6 @@ def parse(check: Checker, value: Any, kubeconfig_secret: Any) -> VllmFleet | Non
         kubeconfig=kubeconfig,
         namespace=check.pattern(f"{k}.namespace", get(fleet, "namespace"), _LABEL, _LABEL_TEXT,
                                 default="vllm"),
-        tolerate_fake_nodes=check.boolean(f"{k}.tolerateFakeNodes", get(fleet, "tolerateFakeNodes"),
-                                          False),
         image=check.text(f"{k}.image", get(fleet, "image"), _repository,
                          "an image repository without tag or digest (stable.tag and"
                          " stable.digest pin it)", default="vllm/vllm-openai"),
@@ -106,6 +105,7 @@ def parse(check: Checker, value: Any, kubeconfig_secret: Any) -> VllmFleet | Non
         agent_sandbox=_agent_sandbox(check, f"{k}.agentSandbox", get(fleet, "agentSandbox")),
         alerts=_alerts(check, f"{k}.observability", get(fleet, "observability")),
         gate_records=records,
+        service_ips=_service_ips(check, f"{k}.serviceIPs", get(fleet, "serviceIPs"), canary is not None),
     )
     if not check.clean_since(start):
         return None
@@ -174,6 +174,36 @@ def _canary(check: Checker, key: str, value: Any) -> Canary | None:
                 if isinstance(value, Mapping) else None)
     pair = _pair(check, key, value, (*_PAIR_KEYS, "replicas"))
     return Canary(pair, replicas) if pair and replicas else None
+
+
+def _service_ips(check: Checker, key: str, value: Any, has_canary: bool) -> dict[str, str]:
+    """Each track's fixed cluster IP, when the stack gives them (the gateway routes only then)."""
+    if value is MISSING:
+        return {}
+    ips = check.obj(key, value, (STABLE, CANARY))
+    if ips is None:
+        return {}
+    found = {}
+    for track in (STABLE, CANARY):
+        given = get(ips, track)
+        if given is MISSING:
+            if track == STABLE or has_canary:
+                check.report(f"{key}.{track}", "nothing", f"the {track} Service's cluster IP (an"
+                             " IPv4 address in the cluster's service range)")
+            continue
+        ip = check.text(f"{key}.{track}", given, _ipv4, "an IPv4 address in the cluster's service range")
+        if ip in found.values():
+            check.fail(f"{key}.{track}", given, "an address no other track's Service has")
+        elif ip:
+            found[track] = ip
+    return found
+
+
+def _ipv4(value: str) -> str | None:
+    try:
+        return str(ipaddress.IPv4Address(value))
+    except ValueError:
+        return None
 
 
 def _tenancy(check: Checker, key: str, value: Any) -> str | None:

@@ -5,8 +5,10 @@ endpoints declared in the stack (inference hosts, RunPod endpoints and REDS endp
 component resources, by name); every upstream has its GatewayTunnel unit
 (spear-tunnel-<endpoint>.service) whose health port is the backend's client port; and every
 `coder` deployment in config.yaml is one of those upstreams (model_info.id) reached at
-http://127.0.0.1:<that tunnel's client port>/v1. So no deployment can send developers' code to a
-host the stack does not declare, nor to another endpoint's port.
+http://127.0.0.1:<that tunnel's client port>/v1. The Kubernetes fleet (upstream `vllmFleet`, a
+VllmFleet component in the stack) is reached without a tunnel: each of its routes `vllm-<track>`
+must go to http://<cluster IP>:<port>/v1 of that track's Service in the stack. So no deployment
+can send developers' code to a host the stack does not declare, nor to another endpoint's port.
 """
 
 from __future__ import annotations
@@ -18,26 +20,40 @@ from pulumi_policy import (EnforcementLevel, ReportViolation, StackValidationArg
 
 from policies.common import gateway_config, unknown_is_violation
 from spear import tokens
+from spear.fleet import APP, TRACK
 from spear.rules import CODER_MODEL, tunnel_unit
 
 SEED = ("seed 001 step 5 (`coder` is the fleet: the gateway routes it to the endpoints you run,"
         " through their tunnels)")
 ENDPOINT_TYPES = (tokens.INFERENCE_HOST, tokens.RUNPOD_ENDPOINT, tokens.REDS_ENDPOINT)
 _API_BASE = re.compile(r"http://127\.0\.0\.1:([0-9]+)/v1/?")
+FLEET_UPSTREAM = "vllmFleet"  # config.types.FLEET_UPSTREAM (the pack does not import config/)
+FLEET_ROUTE = re.compile(r"vllm-([a-z]+)")
 
 
 def coder_routes_declared_endpoints(args: StackValidationArgs, report: ReportViolation) -> None:
     with unknown_is_violation(report):
         declared = sorted(r.name for r in args.resources if r.resource_type in ENDPOINT_TYPES)
+        if any(r.resource_type == tokens.VLLM_FLEET for r in args.resources):
+            declared.append(FLEET_UPSTREAM)
         # The tunnel units' client ports, by unit name.
         tunnels = {str(r.props["unit"]): int(r.props["health"]["port"]) for r in args.resources
                    if r.resource_type == tokens.GATEWAY_TUNNEL.type}
+        # The fleet's Services: track -> the http://<cluster IP>:<port>/v1 bases they answer at.
+        services: dict[str, set[str]] = {}
+        for r in args.resources:
+            labels = (r.props.get("metadata") or {}).get("labels") or {} \
+                if r.resource_type == tokens.K8S_SERVICE.type else {}
+            if labels.get("app") == APP and TRACK in labels:
+                spec = r.props.get("spec") or {}
+                services.setdefault(str(labels[TRACK]), set()).update(
+                    f"http://{spec.get('clusterIP')}:{int(port['port'])}/v1" for port in spec.get("ports") or [])
         for config_file in (r for r in args.resources
                             if r.resource_type == tokens.GATEWAY_CONFIG.type):
-            _check(config_file, declared, tunnels, report)
+            _check(config_file, declared, tunnels, services, report)
 
 
-def _check(config_file, declared: list[str], tunnels: dict[str, int],
+def _check(config_file, declared: list[str], tunnels: dict[str, int], services: dict[str, set[str]],
            report: ReportViolation) -> None:
     upstreams = [str(name) for name in config_file.props["upstreams"]]
     fix = (" Fix: name only declared endpoints in gateway.coder.upstreams (declared: "
@@ -46,7 +62,7 @@ def _check(config_file, declared: list[str], tunnels: dict[str, int],
         if name not in declared:
             report(f"{SEED}: {config_file.name} routes {CODER_MODEL} to {name!r}, which the stack"
                    " does not declare." + fix)
-        elif tunnel_unit(name) not in tunnels:
+        elif name != FLEET_UPSTREAM and tunnel_unit(name) not in tunnels:
             report(f"{SEED}: {config_file.name} routes {CODER_MODEL} to {name!r} but the gateway"
                    f" has no {tunnel_unit(name)} reaching it." + fix)
     config = gateway_config(config_file.props["content"])
@@ -57,6 +73,13 @@ def _check(config_file, declared: list[str], tunnels: dict[str, int],
         api_base = str((model.get("litellm_params") or {}).get("api_base"))
         where = f"config.yaml model_list[{i}] ({CODER_MODEL}, id {endpoint!r}, {api_base})"
         port = _API_BASE.fullmatch(api_base)
+        fleet_route = FLEET_ROUTE.fullmatch(str(endpoint))
+        if fleet_route and FLEET_UPSTREAM in upstreams:
+            track = fleet_route.group(1)
+            if api_base.rstrip("/") not in services.get(track, set()):
+                report(f"{SEED}: {where} does not go to the fleet's {track} Service (at "
+                       f"{', '.join(sorted(services.get(track, set()))) or 'none in the stack'})." + fix)
+            continue
         if endpoint not in upstreams:
             report(f"{SEED}: {where} is not one of the upstreams ({', '.join(upstreams)})." + fix)
             continue

@@ -1,11 +1,17 @@
-"""The vLLM fleet on a real Kubernetes API server (the session's local cluster: etcd, the control
-plane and kwok's fake GPU nodes, tests/support/kube.py) through the real engine and the real
-pulumi-kubernetes provider, one lifecycle in order: up makes everything and the stable Deployment
-becomes Available on the fake GPU nodes; a second up changes nothing; an image and revision bump
-is a rolling update the preview names; a canary joins the same Service; a promotion without a
-passing gate record is refused before anything changes, with one it rolls the canary's pair out
-as stable; scripts/rollback brings the previous pair back; destroy removes everything.
-(Containers never run: kwok reports the pods Ready; vLLM itself is never started.)"""
+"""The vLLM fleet serving behind the gateway, on real parts: the session's local cluster (a real
+node running the serving image's pods, tests/support/kube.py), a gateway host with LiteLLM and
+its database, the real engine and the real pulumi-kubernetes provider. One lifecycle, in order
+(each test starts from the state the previous one left):
+
+up makes the fleet, proves each track from the gateway host and routes `coder` to it, with every
+developer's smoke test answered by the fleet's pods; a second up changes nothing; the gateway
+stamps each request's cache_salt (per team) and priority (per key) whatever the client sent; a
+canary gets its own Service and only the pilot ring's requests, never anyone else's; a broken
+canary (a chat template without tool calls) fails the up at its verification, naming the probe
+and the reason; a promotion without a passing gate record is refused, with one the canary's pair
+rolls out as stable; scripts/rollback brings the previous pair back in one command; destroy
+removes everything.
+"""
 
 from __future__ import annotations
 
@@ -13,38 +19,53 @@ import base64
 import json
 import subprocess
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from localhosts import local_stack
 from spear import vllm
 from spear.review import summarize
+from spear_gateway.tenancy import Tenant
 from tests.support.config_cases import CANARY_PAIR, NEXT_REVISION, STABLE_PAIR, passing_record
 from tests.support.engine import REPO, Project, engine_env, without_inference_hosts
+from tests.support.kube import clear
 from tests.support.stack_files import local_inference_hosts
 
-# On the local cluster, with the kubernetes plugin: built from Go modules, so these run last.
 pytestmark = pytest.mark.kubernetes
 
 STACK = "fleet"
+GATEWAY_SSH, PROXY_PORT, DATABASE_PORT = 2294, 4044, 54334
+MASTER_KEY = "sk-spear-fleet-it-master-77c1"
+FRONTIER_KEY = "sk-ant-fleet-it-frontier-3e2d"
 API_KEY = "sk-fleet-integration-0123456789"
 NAMESPACE = "vllm-it"
 AGENTS = "agents-it"
+STABLE_IP, CANARY_IP = "10.96.100.20", "10.96.100.21"
+STANDIN = "localhost/spear-fleet/vllm-standin"
+# The serving image's model whose chat template has no tool calls: the parser trap.
+TRAP_MODEL = "spear-fleet/tiny-no-tool-template"
+DEVELOPERS = {"ana": {"team": "platform", "ring": "pilot"},
+              "bob": {"team": "platform", "priority": "background"},
+              "cyn": {"team": "research"}}
 
 
 def fleet_config(kubeconfig: Path, cache: Path) -> dict[str, Any]:
     return {
         "kubeconfig": str(kubeconfig),
         "namespace": NAMESPACE,
-        "tolerateFakeNodes": True,  # kwok's nodes carry a NoSchedule taint
+        "image": STANDIN,
         "servedModelName": "qwen3-coder-next",
         "stable": STABLE_PAIR,
         "replicas": 2,
         "tensorParallelSize": 2,
-        "maxModelLen": 262144,
+        "maxModelLen": 4096,
         "schedulingPriority": True,
+        "serviceIPs": {"stable": STABLE_IP, "canary": CANARY_IP},
         "modelCache": {"size": "1Gi", "hostPath": str(cache), "accessMode": "ReadWriteOnce"},
         "agentSandbox": {"namespace": AGENTS, "gateway": {"cidr": "10.20.0.10/32", "ports": [4000]},
                          "mirrors": {"pypi": {"cidr": "10.20.1.0/24", "ports": [443]}}},
@@ -53,21 +74,40 @@ def fleet_config(kubeconfig: Path, cache: Path) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def fleet(kube_cluster, tmp_path_factory):
-    """A project whose stack declares the fleet on the session's cluster (the inference host the
-    config needs is left out by the program: this is about the fleet)."""
+def gateway_host():
+    host = local_stack.start_gateway("it-fleet-gw", GATEWAY_SSH, fresh=True)
+    yield host
+    local_stack.stop("it-fleet-gw")
+
+
+@pytest.fixture(scope="module")
+def fleet(kube_cluster, gateway_host, tmp_path_factory):
+    """A stack of the fleet and the gateway routing `coder` to it alone (the config's required
+    inference host is left out by the program)."""
     workdir = tmp_path_factory.mktemp("fleet")
+    clear(kube_cluster.client(), [NAMESPACE, AGENTS], [f"{NAMESPACE}-vllm-model-cache"])
     project = without_inference_hosts(workdir, engine_env())
     key = workdir / "id_ed25519"
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
-    config = local_inference_hosts()
-    config["inferenceHosts"]["local"]["ssh"]["privateKeyPath"] = str(key)
-    config["vllmFleet"] = fleet_config(kube_cluster.kubeconfig, workdir / "model-cache")
-    project.new_stack(STACK, config)
-    subprocess.run(["pulumi", "config", "set", "--secret", "--stack", STACK, "spear-fleet:vllmApiKey",
-                    API_KEY, "--non-interactive"], cwd=project.dir, env=project.env, check=True,
-                   capture_output=True)
-    yield project, kube_cluster.client(), kube_cluster
+    hosts = local_inference_hosts()
+    hosts["inferenceHosts"]["local"]["ssh"]["privateKeyPath"] = str(key)
+    local = yaml.safe_load((REPO / "stacks" / "Pulumi.local.yaml").read_text())["config"]
+    gateway = local["spear-fleet:gateway"]
+    gateway["ssh"].update(port=GATEWAY_SSH, privateKeyPath=str(gateway_host.private_key_path))
+    gateway["listen"]["port"] = PROXY_PORT
+    gateway["database"]["port"] = DATABASE_PORT
+    gateway["coder"]["upstreams"] = ["vllmFleet"]
+    project.new_stack(STACK, {
+        **hosts,
+        "gateway": gateway,
+        "developers": {name: {**extra, "maxBudget": 25, "budgetDuration": "30d"}
+                       for name, extra in DEVELOPERS.items()},
+        "vllmFleet": fleet_config(kube_cluster.kubeconfig, workdir / "model-cache"),
+    })
+    for key, value in (("gatewayMasterKey", MASTER_KEY), ("frontierApiKey", FRONTIER_KEY),
+                       ("vllmApiKey", API_KEY)):
+        project.pulumi("config", "set", "--secret", "--stack", STACK, f"spear-fleet:{key}", value)
+    yield project, kube_cluster.client()
     project.destroy(STACK)
 
 
@@ -77,83 +117,6 @@ def set_pair(project: Project, key: str, pair: dict[str, str] | None) -> None:
                     "--non-interactive"], cwd=project.dir, env=project.env, capture_output=True)
     for name, value in (pair or {}).items():
         project.set_config(STACK, f"vllmFleet.{key}.{name}", value)
-
-
-def deployment(client, track: str) -> dict | None:
-    return client.get(f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments/vllm-{track}")
-
-
-def serving(client, track: str) -> tuple[str, str]:
-    """(image, --revision) of a track's Deployment, as the cluster has it."""
-    [container] = deployment(client, track)["spec"]["template"]["spec"]["containers"]
-    return container["image"], vllm.flags(container["command"])["--revision"]
-
-
-def available(client, track: str, replicas: int) -> bool:
-    status = deployment(client, track)["status"]
-    conditions = {c["type"]: c["status"] for c in status.get("conditions") or ()}
-    return (conditions.get("Available") == "True" and status.get("availableReplicas") == replicas
-            and status.get("updatedReplicas") == replicas and status.get("replicas") == replicas)
-
-
-def pods(client, track: str) -> list[dict]:
-    return client.get(f"/api/v1/namespaces/{NAMESPACE}/pods?labelSelector=app%3Dvllm%2Ctrack%3D{track}")["items"]
-
-
-def test_up_creates_the_fleet_and_the_deployment_becomes_available_on_fake_gpu_nodes(fleet):
-    project, client, cluster = fleet
-    up = project.up(STACK)
-    assert up.ok, up.output[-6000:]
-    assert available(client, "stable", 2)
-    stable = deployment(client, "stable")
-    [container] = stable["spec"]["template"]["spec"]["containers"]
-    assert container["image"] == "vllm/vllm-openai:v0.24.0"
-    assert container["command"][:3] == ["vllm", "serve", "Qwen/Qwen3-Coder-Next-FP8"]
-    assert vllm.priority_scheduling(container["command"])
-    assert container["resources"]["limits"]["nvidia.com/gpu"] == "2"
-    assert container["readinessProbe"]["httpGet"]["path"] == "/health"
-    running = pods(client, "stable")
-    assert sorted(p["status"]["phase"] for p in running) == ["Running", "Running"]
-    assert {p["spec"]["nodeName"] for p in running} <= set(cluster.nodes)
-    # The key: in the Secret the pods read, a Pulumi secret in state, never in plain text there.
-    secret = client.get(f"/api/v1/namespaces/{NAMESPACE}/secrets/vllm-api-key")
-    assert base64.b64decode(secret["data"]["VLLM_API_KEY"]).decode() == API_KEY
-    assert API_KEY not in project.state_text(STACK)
-    claim = client.get(f"/api/v1/namespaces/{NAMESPACE}/persistentvolumeclaims/vllm-model-cache")
-    assert claim["status"]["phase"] == "Bound"
-    deny = client.get(f"/apis/networking.k8s.io/v1/namespaces/{AGENTS}/networkpolicies/default-deny-egress")
-    assert deny["spec"]["policyTypes"] == ["Egress"] and not deny["spec"].get("egress")
-    rules = client.get(f"/api/v1/namespaces/{NAMESPACE}/configmaps/vllm-alerts")["data"]
-    assert "spear_hatch_spend_usd" in rules["spear-fleet-vllm.rules.yaml"]
-    outputs = project.outputs(STACK)["vllm_fleet"]
-    assert outputs["endpoint"] == f"http://vllm.{NAMESPACE}.svc.cluster.local:8000/v1"
-    assert outputs["stable_ready_replicas"] == 2
-
-
-def test_a_second_up_changes_nothing(fleet):
-    project, _, _ = fleet
-    again = project.up(STACK)
-    assert again.ok, again.output[-4000:]
-    assert set(again.changes()) == {"same"}
-
-
-def test_an_image_and_revision_bump_is_a_rolling_update_the_preview_names(fleet):
-    project, client, _ = fleet
-    # Declared as a promotion would be, with the gate's passing record for the new pair.
-    set_pair(project, "previous", STABLE_PAIR)
-    set_pair(project, "stable", CANARY_PAIR)
-    record_config(project, "canary-1", passing_record(CANARY_PAIR))
-    text = summarize(project.preview(STACK), None)
-    assert "**vLLM stable Deployment** (`vllm-stable`): **rolling update**" in text
-    assert "stable: v0.24.0 -> v0.25.0, revision da6e2ed -> 1234567" in text
-    up = project.up(STACK)
-    assert up.ok, up.output[-6000:]
-    assert up.ops()["vllm-stable"] == "update"
-    assert serving(client, "stable") == ("vllm/vllm-openai:v0.25.0", NEXT_REVISION)
-    assert available(client, "stable", 2)
-    # Rolled, not recreated: a new ReplicaSet holds the pods, the old one is scaled to zero.
-    sets = client.get(f"/apis/apps/v1/namespaces/{NAMESPACE}/replicasets?labelSelector=track%3Dstable")["items"]
-    assert sorted(rs["spec"]["replicas"] for rs in sets) == [0, 2]
 
 
 def record_config(project: Project, name: str, record: dict[str, Any]) -> None:
@@ -166,84 +129,191 @@ def record_config(project: Project, name: str, record: dict[str, Any]) -> None:
     path.write_text(yaml.safe_dump(doc))
 
 
-def test_a_canary_runs_beside_stable_behind_the_same_service(fleet):
-    project, client, _ = fleet
-    # A newer canary against the (now v0.25.0) stable pair.
-    canary = {**CANARY_PAIR, "tag": "v0.26.0", "revision": "ab" * 20}
-    set_pair(project, "canary", canary)
+def deployment(client, track: str) -> dict | None:
+    return client.get(f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments/vllm-{track}")
+
+
+def serving(client, track: str) -> tuple[str, str, str]:
+    """(image, model, --revision) of a track's Deployment, as the cluster has it."""
+    [container] = deployment(client, track)["spec"]["template"]["spec"]["containers"]
+    return container["image"], container["command"][2], vllm.flags(container["command"])["--revision"]
+
+
+def available(client, track: str, replicas: int) -> bool:
+    status = deployment(client, track)["status"]
+    conditions = {c["type"]: c["status"] for c in status.get("conditions") or ()}
+    return (conditions.get("Available") == "True" and status.get("availableReplicas") == replicas
+            and status.get("updatedReplicas") == replicas and status.get("replicas") == replicas)
+
+
+def pod_names(client, track: str) -> set[str]:
+    items = client.get(f"/api/v1/namespaces/{NAMESPACE}/pods?labelSelector=app%3Dvllm%2Ctrack%3D{track}")["items"]
+    return {p["metadata"]["name"] for p in items if p["status"]["phase"] == "Running"}
+
+
+def keys(project: Project) -> dict[str, str]:
+    harnesses = project.outputs(STACK)["harnesses"]
+    return {dev: harnesses[dev]["qwen-code"]["env"]["OPENAI_API_KEY"] for dev in DEVELOPERS}
+
+
+def ask(key: str, **extra: Any) -> tuple[int, dict[str, str], dict[str, Any]]:
+    """One `coder` chat completion through the gateway: (status, headers, answer)."""
+    body = {"model": "coder", "max_tokens": 32, **extra,
+            "messages": [{"role": "user", "content": "Reply with exactly: SPEAR-BACKEND-OK"}]}
+    request = urllib.request.Request(f"http://127.0.0.1:{PROXY_PORT}/v1/chat/completions",
+                                     data=json.dumps(body).encode(), headers={
+                                         "Content-Type": "application/json", "Authorization": f"Bearer {key}"})
+    try:
+        with urllib.request.urlopen(request, timeout=300) as answer:
+            return answer.status, {k.lower(): v for k, v in answer.getheaders()}, json.loads(answer.read())
+    except urllib.error.HTTPError as error:
+        return error.code, {}, json.loads(error.read() or b"{}")
+
+
+def served_by(key: str, times: int, **extra: Any) -> list[tuple[str, str]]:
+    """(route, pod) of each of `times` requests; every one must be answered."""
+    seen = []
+    for _ in range(times):
+        status, headers, answer = ask(key, **extra)
+        assert status == 200, answer
+        seen.append((headers.get("x-litellm-model-id"), headers.get("llm_provider-x-spear-standin-pod")))
+    return seen
+
+
+def pod_requests(address: str) -> list[dict[str, Any]]:
+    """What the serving image's pods behind a Service recorded (stand-in only: /standin/requests),
+    from this machine through kube-proxy, as many pods as answer in a few tries."""
+    seen: dict[tuple, dict] = {}
+    for _ in range(12):
+        request = urllib.request.Request(f"http://{address}:8000/standin/requests",
+                                         headers={"Authorization": f"Bearer {API_KEY}"})
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            for record in json.loads(answer.read()):
+                seen[tuple(sorted((k, json.dumps(v)) for k, v in record.items()))] = record
+    return list(seen.values())
+
+
+def test_up_makes_the_fleet_and_routes_coder_to_it_proven_from_the_gateway_host(fleet):
+    project, client = fleet
+    up = project.up(STACK)
+    assert up.ok, up.output[-8000:]
+    assert available(client, "stable", 2)
+    assert serving(client, "stable") == (f"{STANDIN}:v0.24.0", "Qwen/Qwen3-Coder-Next-FP8", STABLE_PAIR["revision"])
+    # The key: in the Secret the pods read, a Pulumi secret in state, never in plain text there.
+    secret = client.get(f"/api/v1/namespaces/{NAMESPACE}/secrets/vllm-api-key")
+    assert base64.b64decode(secret["data"]["VLLM_API_KEY"]).decode() == API_KEY
+    assert API_KEY not in project.state_text(STACK)
+    outputs = project.outputs(STACK)
+    gateway = outputs["gateway"]
+    assert gateway["fleet_routes"]["stable"]["verified"] == ["model-list", "completion", "tool-call"]
+    assert gateway["smoke_tests"] == {dev: "end_turn | SPEAR-BACKEND-OK | ()" for dev in DEVELOPERS}
+    stable_pods = pod_names(client, "stable")
+    for dev in DEVELOPERS:
+        [served] = gateway["served_by"][dev]
+        route, pod = served.removesuffix(")").split(" (")
+        assert route == "vllm-stable" and pod in stable_pods
+    assert outputs["vllm_fleet"]["cluster_ips"] == {"stable": STABLE_IP}
+
+
+def test_a_second_up_changes_nothing(fleet):
+    project, _ = fleet
+    again = project.up(STACK)
+    assert again.ok, again.output[-4000:]
+    assert set(again.changes()) == {"same"}
+
+
+def test_the_gateway_stamps_each_requests_cache_salt_and_priority_whatever_the_client_sent(fleet):
+    project, _ = fleet
+    key = keys(project)
+    assert ask(key["bob"], cache_salt="someone-elses-salt", priority=0)[0] == 200
+    assert ask(key["cyn"], priority=20)[0] == 200
+    records = pod_requests(STABLE_IP)
+    salt = {dev: Tenant(key="", developer=dev, team=DEVELOPERS[dev]["team"]).cache_salt("team")
+            for dev in DEVELOPERS}
+    assert salt["ana"] == salt["bob"] != salt["cyn"]
+    stamped = {(r["cache_salt"], r["priority"]) for r in records}
+    # bob is background (10, even asking 0); cyn may lower her own priority (20), never raise it.
+    assert (salt["bob"], 10) in stamped and (salt["cyn"], 20) in stamped
+    assert "someone-elses-salt" not in {r["cache_salt"] for r in records}
+    # Every request that came through the gateway carries a tenant's salt (the track's proofs
+    # ask the pods directly from the gateway host, and carry none).
+    assert {r["cache_salt"] for r in records} <= {*salt.values(), None}
+
+
+def test_a_canary_gets_its_own_service_and_only_the_pilot_rings_requests(fleet):
+    project, client = fleet
+    set_pair(project, "canary", CANARY_PAIR)
     project.set_config(STACK, "vllmFleet.canary.replicas", 1)
     text = summarize(project.preview(STACK), None)
-    assert "canary: v0.25.0 -> v0.26.0, revision 1234567 -> ababab" in text
+    assert "canary" in text
     up = project.up(STACK)
-    assert up.ok, up.output[-6000:]
+    assert up.ok, up.output[-8000:]
     assert up.ops()["vllm-canary"] == "create" and up.ops().get("vllm-stable", "same") == "same"
     assert available(client, "canary", 1)
-    assert serving(client, "canary") == ("vllm/vllm-openai:v0.26.0", "ab" * 20)
-    # One Service over both tracks: its endpoints are the two stable pods and the canary.
-    assert ready_endpoints(client) == 3
+    assert client.get(f"/api/v1/namespaces/{NAMESPACE}/services/vllm-canary")["spec"]["clusterIP"] == CANARY_IP
+    canary_pods, stable_pods = pod_names(client, "canary"), pod_names(client, "stable")
+    key = keys(project)
+    assert {(route, pod in canary_pods) for route, pod in served_by(key["ana"], 8)} == {("vllm-canary", True)}
+    for dev in ("bob", "cyn"):
+        assert {(route, pod in stable_pods) for route, pod in served_by(key[dev], 8)} == {("vllm-stable", True)}
+    # Nobody else's request ever reached a canary pod (None: its proofs, from the gateway host).
+    assert {r["cache_salt"] for r in pod_requests(CANARY_IP)} == {
+        Tenant(key="", developer="ana", team="platform").cache_salt("team"), None}
 
 
-def ready_endpoints(client, timeout: float = 30.0) -> int:
-    deadline = time.monotonic() + timeout
-    count = 0
-    while time.monotonic() < deadline:
-        slices = client.get(f"/apis/discovery.k8s.io/v1/namespaces/{NAMESPACE}/endpointslices"
-                            "?labelSelector=kubernetes.io%2Fservice-name%3Dvllm")["items"]
-        count = sum(1 for s in slices for e in s.get("endpoints") or ()
-                    if (e.get("conditions") or {}).get("ready"))
-        if count == 3:
-            break
-        time.sleep(1)
-    return count
+def test_a_broken_canary_fails_the_up_at_its_verification_naming_the_probe_and_the_reason(fleet):
+    project, client = fleet
+    set_pair(project, "canary", {**CANARY_PAIR, "model": TRAP_MODEL})
+    failed = project.up(STACK)
+    assert not failed.ok
+    assert "endpoint vllm-canary: tool-call probe failed: parser-not-configured" in failed.output, failed.output[-5000:]
+    # Put back: the canary serves the model with its tool-call template again.
+    set_pair(project, "canary", CANARY_PAIR)
+    fixed = project.up(STACK)
+    assert fixed.ok, fixed.output[-8000:]
+    assert serving(client, "canary")[1] == CANARY_PAIR["model"]
 
 
 def test_a_promotion_without_a_passing_record_is_refused_before_anything_changes(fleet):
-    project, client, _ = fleet
-    canary = {**CANARY_PAIR, "tag": "v0.26.0", "revision": "ab" * 20}
-    set_pair(project, "previous", CANARY_PAIR)
-    set_pair(project, "stable", canary)
+    project, client = fleet
+    set_pair(project, "previous", STABLE_PAIR)
+    set_pair(project, "stable", CANARY_PAIR)
     refused = project.up(STACK)
     assert not refused.ok
-    assert ("spear-fleet:vllmFleet.stable: got a promotion to v0.26.0 @ Qwen/Qwen3-Coder-Next-FP8"
-            " revision ababab") in refused.output
-    assert "no gate record pins exactly v0.26.0" in refused.output
-    assert serving(client, "stable") == ("vllm/vllm-openai:v0.25.0", NEXT_REVISION)
-    assert deployment(client, "canary") is not None
+    assert "no gate record pins exactly v0.25.0" in refused.output
+    assert serving(client, "stable")[0] == f"{STANDIN}:v0.24.0"
 
 
 def test_a_promotion_with_a_passing_record_rolls_the_canarys_pair_out_as_stable(fleet):
-    project, client, _ = fleet
-    canary = {**CANARY_PAIR, "tag": "v0.26.0", "revision": "ab" * 20}
-    record_config(project, "canary-2", passing_record(canary))
+    project, client = fleet
+    record_config(project, "canary-1", passing_record(CANARY_PAIR))
     set_pair(project, "canary", None)
     up = project.up(STACK)
-    assert up.ok, up.output[-6000:]
+    assert up.ok, up.output[-8000:]
     assert up.ops()["vllm-stable"] == "update" and up.ops()["vllm-canary"] == "delete"
-    assert serving(client, "stable") == ("vllm/vllm-openai:v0.26.0", "ab" * 20)
-    assert available(client, "stable", 2)
-    assert deployment(client, "canary") is None
+    assert serving(client, "stable") == (f"{STANDIN}:v0.25.0", CANARY_PAIR["model"], NEXT_REVISION)
+    assert available(client, "stable", 2) and deployment(client, "canary") is None
+    # Everyone is back on stable, the pilot ring included, and it was verified again.
+    assert {route for route, _ in served_by(keys(project)["ana"], 4)} == {"vllm-stable"}
 
 
-def test_scripts_rollback_brings_the_previous_pair_back_with_pulumi_up(fleet):
-    project, client, _ = fleet
+def test_scripts_rollback_brings_the_previous_pair_back_with_one_command(fleet):
+    project, client = fleet
     env = {**project.env, "SPEAR_PROJECT_DIR": str(project.dir)}
     done = subprocess.run([str(REPO / "scripts" / "rollback"), "--stack", STACK, "--yes"],
-                          env=env, capture_output=True, text=True, timeout=900)
+                          env=env, capture_output=True, text=True, timeout=1200)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
-    assert serving(client, "stable") == ("vllm/vllm-openai:v0.25.0", NEXT_REVISION)
+    assert serving(client, "stable") == (f"{STANDIN}:v0.24.0", STABLE_PAIR["model"], STABLE_PAIR["revision"])
     assert available(client, "stable", 2)
-    config = json.loads(project.pulumi("config", "get", "--path", "--stack", STACK,
-                                       "spear-fleet:vllmFleet.stable", "--json").stdout)
-    stable = json.loads(config["value"]) if "value" in config else config
-    assert stable == CANARY_PAIR  # the previous pair, now stable
+    assert {route for route, _ in served_by(keys(project)["cyn"], 2)} == {"vllm-stable"}
 
 
 def test_destroy_removes_everything(fleet):
-    project, client, _ = fleet
+    project, client = fleet
     gone = project.destroy(STACK)
     assert gone.ok, gone.output[-4000:]
     assert set(gone.changes()) == {"delete"}
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 90
     while time.monotonic() < deadline and (client.get(f"/api/v1/namespaces/{NAMESPACE}")
                                            or client.get(f"/api/v1/namespaces/{AGENTS}")):
         time.sleep(1)

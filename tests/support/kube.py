@@ -1,40 +1,40 @@
-"""One local Kubernetes cluster per test session (localhosts/kubecluster.py), shared by every test
-that needs one (the `kube_cluster` fixture in tests/integration/conftest.py) and stopped when the
-session ends. Each session holds a lock on its port slot, so two sessions on one machine (or a
-session and the local stack's cluster on slot 0) never share ports or a cluster."""
+"""The machine's one local Kubernetes cluster (localhosts/kubecluster.py: one real node per machine)
+for a test session, shared by every test that needs one (the `kube_cluster` fixture in
+tests/integration/conftest.py). The session starts it unless it runs already (the local stack's,
+left as it is, since tests work in namespaces of their own) and stops it at the end if it started
+it, which also restores what the node changed on the machine."""
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
+import time
 from collections.abc import Iterator
 
-from localhosts.kubecluster import LOCAL_SLOT, ClusterInfo, ClusterPorts, FakeNodes, start_cluster, stop_cluster
-from spear.cache import cache_dir
-
-# Two nodes, so a test can see pods spread or a node filled up.
-SESSION_NODES = FakeNodes(count=2)
+from localhosts.kubecluster import (LOCAL_CLUSTER, ClusterInfo, KubeClient, cluster_status, start_cluster,
+                                    stop_cluster)
+from localhosts.serving_image import ensure_image
 
 
 @contextlib.contextmanager
 def session_cluster() -> Iterator[ClusterInfo]:
-    """A fresh cluster (empty etcd) on the first free slot other than the local stack's."""
-    locks = cache_dir() / "kubecluster"
-    locks.mkdir(parents=True, exist_ok=True)
-    for slot in (n for n in range(ClusterPorts.SLOTS) if n != LOCAL_SLOT):
-        with open(locks / f"slot-{slot}.lock", "w") as lock:
-            try:
-                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                continue  # another session's
-            name = f"test-{slot}"
-            stop_cluster(name)  # left running by a session that was killed
-            if ClusterPorts.slot(slot).taken():
-                continue  # something else listens there
-            info = start_cluster(name, ClusterPorts.slot(slot), SESSION_NODES, fresh=True)
-            try:
-                yield info
-            finally:
-                stop_cluster(name)
-            return
-    raise RuntimeError(f"no free Kubernetes port slot among 0-{ClusterPorts.SLOTS - 1} for this test session")
+    running = cluster_status(LOCAL_CLUSTER)
+    info = start_cluster(LOCAL_CLUSTER, images=[ensure_image().archive])
+    try:
+        yield info
+    finally:
+        if running is None:
+            stop_cluster(LOCAL_CLUSTER)
+
+
+def clear(client: KubeClient, namespaces: list[str], volumes: list[str] = (), timeout: float = 120) -> None:
+    """Delete what a killed test run left in the shared cluster (its namespaces, its cluster-scoped
+    volumes), and wait until they are gone."""
+    paths = [*(f"/api/v1/namespaces/{n}" for n in namespaces),
+             *(f"/api/v1/persistentvolumes/{v}" for v in volumes)]
+    for path in paths:
+        client.request("DELETE", path)
+    deadline = time.monotonic() + timeout
+    while (left := [p for p in paths if client.get(p) is not None]) and time.monotonic() < deadline:
+        time.sleep(1)
+    if left:
+        raise RuntimeError(f"still there after {timeout} s: {', '.join(left)}")

@@ -125,7 +125,7 @@ _GATEWAY = parse(gateway_raw()).gateway
 _PROD.update({
     tokens.GATEWAY_CONFIG: {
         "path": "/opt/spear-gateway/config/config.yaml",
-        "content": render_config(_GATEWAY, [Route(
+        "content": render_config(_GATEWAY, [Route.tunnel(
             "reds", 8082, "/opt/spear/models/gguf/Qwen3-Coder-Next-Q8_0-00001-of-00004.gguf",
             False)]),
         "mode": 420.0,

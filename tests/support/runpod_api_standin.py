@@ -33,7 +33,9 @@ from typing import Any, Protocol
 from localhosts.host import HostInfo, start_host, stop_host
 from localhosts.tiny_model import ensure_model
 from spear.rules import SMOKE_ANSWER
-from tests.support.llama_build import local_stack_llama_server
+from localhosts.llama_build import local_stack_llama_server
+from localhosts.serving_image import vllm_standin
+from localhosts.serving_image.build import MAX_CTX
 
 CONTRACT = Path("/work/shared/contracts/runpod-rest-v1.openapi.json")
 PUBLIC_IP = "127.0.0.1"  # the machines share this machine's network
@@ -145,11 +147,13 @@ class PortsOnly:
         self.stop(pod_id)
 
 
-# Inside a pod: where the vllm stand-in finds llama-server and the model (its config file names
-# them), and where it is installed.
+# Inside a pod: where the vllm stand-in (the serving image's program) finds llama-server and the
+# model (its config file names them), and where it is installed.
 STANDIN_DIR = "/opt/vllm-standin"
 STANDIN_CONFIG = "/etc/vllm-standin.json"
-VLLM_STANDIN = Path(__file__).resolve().parent / "vllm_standin"
+VLLM_STANDIN = Path(vllm_standin.__file__)
+# The model ids the pods' vllm serves (the tiny smoke model for each).
+POD_MODELS = ("Qwen/Qwen3-Coder-Next-FP8",)
 
 
 class NspawnPods:
@@ -167,7 +171,7 @@ class NspawnPods:
         self._model = ensure_model(SMOKE_ANSWER)
         self.binds = [(str(llama_server.parent), f"{STANDIN_DIR}/llama"),
                       (str(self._model.parent), f"{STANDIN_DIR}/models"),
-                      (str(VLLM_STANDIN), f"{STANDIN_DIR}/bin")]
+                      (str(VLLM_STANDIN.parent), f"{STANDIN_DIR}/bin")]
 
     def _new_port(self, pod_id: str) -> int:
         with self._lock:
@@ -186,12 +190,15 @@ class NspawnPods:
         if public_key:
             with open(info.root_dir / "root/.ssh/authorized_keys", "a") as keys:
                 keys.write(public_key.strip() + "\n")
+        # 127.0.0.1: the pods share this machine's network.
+        gguf = f"{STANDIN_DIR}/models/{self._model.name}"
         (info.root_dir / STANDIN_CONFIG.lstrip("/")).write_text(json.dumps({
-            "llama_server": f"{STANDIN_DIR}/llama/llama-server",
-            "model": f"{STANDIN_DIR}/models/{self._model.name}"}))
+            "llama_server": f"{STANDIN_DIR}/llama/llama-server", "host": "127.0.0.1",
+            "models": {model: {"gguf": gguf, "flags": [], "max_ctx": MAX_CTX}
+                       for model in POD_MODELS}}))
         vllm = info.root_dir / "usr/local/bin/vllm"
         vllm.unlink(missing_ok=True)
-        vllm.symlink_to(f"{STANDIN_DIR}/bin/vllm")
+        vllm.symlink_to(f"{STANDIN_DIR}/bin/{VLLM_STANDIN.name}")
         with self._lock:
             self._hosts[pod_id] = info
             self._folders[pod_id] = info.root_dir.parent

@@ -1,5 +1,5 @@
 """The local stack's llama-server run on this machine for a test: on a free port, with a model,
-until the test is done (tests/support/llama_build.py builds or reuses the binary)."""
+until the test is done (localhosts/llama_build.py builds or reuses the binary)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.llama_build import local_stack_llama_server
+from localhosts.llama_build import local_stack_llama_server
 
 # As the local stack runs it (a q8_0 KV cache needs flash attention on the CPU build).
 SERVER_FLAGS = ("--ctx-size", "512", "--cache-type-k", "q8_0", "--cache-type-v", "q8_0",

@@ -20,23 +20,29 @@ REPO = Path(__file__).resolve().parents[2]
 FRONTIER_KEY = "sk-ant-spear-standin"
 
 
-def gateway_config(upstream_url: str, frontier_url: str, *, hooks: bool = True,
+def gateway_config(upstream_url: str | dict[str, dict], frontier_url: str, *, hooks: bool = True,
                    coder_prices: tuple[float, float] = (0.0, 0.01),
                    frontier_prices: tuple[float, float] = (0.0, 1.0),
-                   request_timeout: int = 3, num_retries: int = 0) -> str:
+                   request_timeout: int = 3, num_retries: int = 0,
+                   environment: dict[str, str] | None = None) -> str:
     """config.yaml: `coder` on the upstream stand-in, `frontier` on the frontier stand-in, each
     with (input, output) USD per token; with `hooks` spear-fleet's callbacks, without them
-    stock LiteLLM (its own budget check only, no hatch)."""
+    stock LiteLLM (its own budget check only, no hatch). `upstream_url` may instead map each of
+    several stand-ins' URLs to its deployment's model_info (the renderer's spear_* fields);
+    `environment` goes to config.yaml's environment_variables."""
     def priced(params: dict, prices: tuple[float, float]) -> dict:
         return params | {"input_cost_per_token": prices[0], "output_cost_per_token": prices[1]}
 
+    fleet = upstream_url if isinstance(upstream_url, dict) else {upstream_url: None}
     config = {
         "model_list": [
-            {"model_name": CODER_MODEL, "litellm_params": priced(
-                {"model": "openai/spear-coder-standin", "api_base": upstream_url,
+            *({"model_name": CODER_MODEL, "litellm_params": priced(
+                {"model": "openai/spear-coder-standin", "api_base": url,
                  "api_key": "fleet-standin-key",
                  # As the gateway's config: Responses and Messages onto chat completions.
-                 "use_chat_completions_api": True}, coder_prices)},
+                 "use_chat_completions_api": True}, coder_prices)}
+              | ({"model_info": info} if info is not None else {})
+              for url, info in fleet.items()),
             {"model_name": FRONTIER_MODEL, "litellm_params": priced(
                 {"model": "anthropic/claude-standin", "api_base": frontier_url,
                  "api_key": "os.environ/FRONTIER_API_KEY"}, frontier_prices)},
@@ -53,6 +59,7 @@ def gateway_config(upstream_url: str, frontier_url: str, *, hooks: bool = True,
                              # Spend lands in the database within a second (default 10 s),
                              # so a test reads it sooner.
                              "proxy_batch_write_at": 1},
+        **({"environment_variables": environment} if environment else {}),
     }
     return yaml.safe_dump(config, sort_keys=False)
 

@@ -67,8 +67,13 @@ FLEET_KEYS = ("vllmFleet", "kubeconfig", "vllmApiKey")
 
 
 def without_fleet(raw: dict[str, Any]) -> dict[str, Any]:
-    """raw without the vLLM fleet and what only it needs."""
-    return {key: value for key, value in raw.items() if key not in FLEET_KEYS}
+    """raw without the vLLM fleet and what only it needs (the gateway's route to it too)."""
+    kept = {key: value for key, value in raw.items() if key not in FLEET_KEYS}
+    if "gateway" in kept:
+        coder = kept["gateway"]["coder"]
+        kept["gateway"] = {**kept["gateway"], "coder": {
+            **coder, "upstreams": [u for u in coder["upstreams"] if u != "vllmFleet"]}}
+    return kept
 
 
 # prod's one inference host, as a path into its raw config.

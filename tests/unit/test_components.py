@@ -5,7 +5,9 @@ channel, and the build's lock, with a shell on this machine standing in for the 
 from __future__ import annotations
 
 import hashlib
+import http.client
 import shutil
+import socket
 import subprocess
 import tarfile
 from concurrent.futures import ThreadPoolExecutor
@@ -19,7 +21,7 @@ from components.inference_host.llama_server_build import (BUILD_SCRIPT, LlamaSer
 from components.inference_host.model_files import ModelFilesProvider, manifest_digest
 from components.hostops.remote_file import RemoteFileProvider
 from components.hostops.smoke_test import SmokeResult, judge
-from components.hostops.ssh import RemoteError, Result, _parse_http
+from components.hostops.ssh import RemoteError, Result, _ChannelConnection
 from components.hostops.systemd_unit import (SystemdUnitProvider, command_line_mismatch,
                                              observed_command_line, placement_ok)
 
@@ -284,11 +286,26 @@ def test_the_smoke_test_passes_only_on_its_three_parts():
     assert judge({"choices": []}).stop_reason == "error"
 
 
-def test_http_answers_are_read_plain_and_chunked():
-    plain = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
-    assert _parse_http(plain) == (200, b"ok")
+def _over_a_channel(answer: bytes) -> tuple[int, dict[str, str], bytes]:
+    """One request through the HTTP client the SSH channel gets, to a peer that sends `answer`."""
+    ours, theirs = socket.socketpair()
+    theirs.sendall(answer)
+    theirs.shutdown(socket.SHUT_WR)
+    conn = _ChannelConnection(ours, "127.0.0.1:1", timeout=5)
+    conn.request("GET", "/health")
+    response = conn.getresponse()
+    try:
+        return response.status, dict(response.getheaders()), response.read()
+    finally:
+        ours.close()
+        theirs.close()
+
+
+def test_http_answers_through_a_channel_are_read_plain_and_chunked():
+    status, headers, body = _over_a_channel(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nX-Pod: a\r\n\r\nok")
+    assert (status, headers["X-Pod"], body) == (200, "a", b"ok")
     chunked = (b"HTTP/1.1 503 Service Unavailable\r\nTransfer-Encoding: chunked\r\n\r\n"
                b"4\r\nload\r\n3\r\ning\r\n0\r\n\r\n")
-    assert _parse_http(chunked) == (503, b"loading")
-    with pytest.raises(ConnectionError):
-        _parse_http(b"SSH-2.0-OpenSSH\r\n")
+    assert _over_a_channel(chunked)[::2] == (503, b"loading")
+    with pytest.raises(http.client.HTTPException):
+        _over_a_channel(b"SSH-2.0-OpenSSH\r\n")

@@ -143,11 +143,14 @@ def test_the_local_program_registers_each_part_of_the_gateway_with_its_own_type(
         "gateway-service": tokens.GATEWAY_SERVICE.type,
         **{f"gateway-key-{dev}": tokens.GATEWAY_KEY.type for dev in ("ana", "bob", "cyn")},
         **{f"gateway-smoke-{dev}": tokens.GATEWAY_SMOKE_TEST.type for dev in ("ana", "bob", "cyn")},
+        # The fleet's stable track, proven from the gateway host before its route is written.
+        "gateway-vllm-stable-verification": tokens.ENDPOINT_VERIFICATION.type,
+        "gateway-vllm-stable-smoke-test": tokens.SMOKE_TEST.type,
     }
     assert "gateway-hook-spear-rules" in hooks  # the hook shares the one rules module
     tunnel = local.inputs["gateway-tunnel-local"]
     assert (tunnel["unit"], tunnel["health"]["port"]) == ("spear-tunnel-local.service", 8082)
-    assert local.inputs["gateway-config"]["upstreams"] == ["local"]
+    assert local.inputs["gateway-config"]["upstreams"] == ["local", "vllmFleet"]
     assert "api_base: http://127.0.0.1:8082/v1" in local.inputs["gateway-config"]["content"]
 
 
@@ -204,3 +207,29 @@ def test_a_config_only_change_rewrites_config_yaml_and_restarts_nothing_else_mov
     assert [k for k in triggers[0] if triggers[0][k] != triggers[1][k]] == ["config"]
     restart = SystemdUnitProvider().diff("", old["gateway-service"], new["gateway-service"])
     assert restart.changes and restart.replaces == []
+
+
+def test_coder_routes_to_the_fleets_stable_service_at_its_fixed_cluster_ip_proven_first(local):
+    import yaml
+    config = yaml.safe_load(local.inputs["gateway-config"]["content"])
+    [fleet] = [m for m in config["model_list"] if m.get("model_info", {}).get("id") == "vllm-stable"]
+    assert fleet["litellm_params"]["api_base"] == "http://10.96.100.10:8000/v1"
+    assert fleet["litellm_params"]["api_key"] == "os.environ/SPEAR_UPSTREAM_KEY_VLLM_STABLE"
+    # The hook stamps both fields on it (the local fleet schedules by priority), neither on the host.
+    assert fleet["model_info"] == {"id": "vllm-stable", "spear_track": "stable",
+                                   "spear_cache_salt": True, "spear_priority": True}
+    [host] = [m for m in config["model_list"] if m.get("model_info", {}).get("id") == "local"]
+    assert host["model_info"] == {"id": "local"}
+    assert config["environment_variables"]["SPEAR_CACHE_SALT_SCOPE"] == "team"
+    assert local.inputs["gateway-config"]["upstreams"] == ["local", "vllmFleet"]
+    proof = local.inputs["gateway-vllm-stable-verification"]
+    assert (proof["address"], proof["port"], proof["served_model"]) == ("10.96.100.10", 8000, "qwen3-coder-next")
+    assert proof["triggers"]["pair"]["image"] == "localhost/spear-fleet/vllm-standin:v0.24.0"
+    # vLLM's key reaches the gateway only in its 0600 env file, as a secret.
+    assert "SPEAR_UPSTREAM_KEY_VLLM_STABLE=\"sk-vllm-PLACEHOLDER\"" in local.inputs["gateway-env"]["content"]
+    assert is_secret(local.registered["gateway-env"]["content"])
+
+
+def test_each_developers_gateway_smoke_test_must_be_answered_by_every_route_its_ring_reaches(local):
+    for dev in ("ana", "bob", "cyn"):
+        assert local.inputs[f"gateway-smoke-{dev}"]["routes"] == ["local", "vllm-stable"]

@@ -45,7 +45,7 @@ BAD = [
      "gateway.litellm.indexUrl", "an https URL (http only on a loopback address"),
     ("upstream-unknown", changed(gateway_raw(), (*GATEWAY, "coder", "upstreams"), ["pilot"]),
      "gateway.coder.upstreams[0]", "a non-empty list of declared endpoints (inferenceHosts,"
-     " runpod.pods, redsEndpoints): reds"),
+     " runpod.pods, redsEndpoints, vllmFleet): reds"),
     ("upstream-none", changed(gateway_raw(), (*GATEWAY, "coder", "upstreams"), []),
      "gateway.coder.upstreams", "a non-empty list of declared endpoints"),
     ("upstream-twice", changed(gateway_raw(), (*GATEWAY, "coder", "upstreams"), ["reds", "reds"]),

@@ -19,7 +19,7 @@ from tests.support.config_cases import FRONTIER_KEY, MASTER_KEY, gateway_raw
 
 MODEL = "/opt/spear/models/gguf/Qwen3-Coder-Next-Q8_0-00001-of-00004.gguf"
 GATEWAY = parse(gateway_raw()).gateway
-ROUTES = [Route("reds", 8082, MODEL, False), Route("gpu", 8081, "qwen3-coder-next", True)]
+ROUTES = [Route.tunnel("reds", 8082, MODEL, False), Route.tunnel("gpu", 8081, "qwen3-coder-next", True)]
 
 
 def rendered(gateway=GATEWAY, routes=ROUTES) -> dict:
@@ -87,7 +87,8 @@ def test_no_litellm_fallback_is_rendered_the_hatch_hook_escalates():
     assert config["environment_variables"] == {"SPEAR_HATCH_MONTHLY_CAP_USD": "200.0",
                                                "SPEAR_FLEET_MODEL": CODER_MODEL,
                                                "SPEAR_HATCH_MODEL": FRONTIER_MODEL,
-                                               "SPEAR_DEFAULT_MAX_TOKENS": "4096"}
+                                               "SPEAR_DEFAULT_MAX_TOKENS": "4096",
+                                               "SPEAR_CACHE_SALT_SCOPE": "team"}
 
 
 def test_a_config_change_changes_the_text_and_nothing_else_does():

@@ -10,19 +10,21 @@ REVISION = "da6e2ed27304dd39abadd9c82ef50e8de67bdd4c"
 def outputs(**fleet) -> dict:
     return {
         "inference_hosts": {"local": {"smoke_test": "end_turn | SPEAR-BACKEND-OK | ()"}},
-        "gateway": {"smoke_tests": {"ana": "end_turn | SPEAR-BACKEND-OK | ()"}},
+        "gateway": {"smoke_tests": {"ana": "end_turn | SPEAR-BACKEND-OK | ()"},
+                    "served_by": {"ana": ["local", "vllm-stable (vllm-stable-5d9f-x2x)"]}},
         "vllm_fleet": {"namespace": "vllm", "canary": None,
                        "stable": {"image": "vllm/vllm-openai:v0.24.0", "revision": REVISION, "replicas": 2},
                        **fleet},
     }
 
 
-def test_the_report_ends_with_the_fleets_ready_replicas_after_each_smoke_test():
+def test_the_report_says_who_served_each_developers_smoke_test_and_ends_with_the_fleet():
     assert report(outputs(stable_ready_replicas=2)) == [
         "smoke test (local): end_turn | SPEAR-BACKEND-OK | ()",
-        "smoke test (gateway, coder, ana): end_turn | SPEAR-BACKEND-OK | ()",
+        "smoke test (gateway, coder, ana): end_turn | SPEAR-BACKEND-OK | (); served by local,"
+        " vllm-stable (vllm-stable-5d9f-x2x)",
         "vLLM fleet (local cluster, namespace vllm): stable vllm/vllm-openai:v0.24.0 revision da6e2ed,"
-        " 2/2 ready (kwok's fake nodes: no container runs)",
+        " 2/2 ready",
     ]
 
 
@@ -32,10 +34,10 @@ def test_a_fleet_with_no_ready_replica_reports_zero_of_its_replicas():
 
 
 def test_a_canary_is_reported_beside_the_stable_pair():
-    canary = {"image": "vllm/vllm-openai:v0.25.0", "revision": "0123456789" * 4, "replicas": 1, "share": 0.3333}
+    canary = {"image": "vllm/vllm-openai:v0.25.0", "revision": "0123456789" * 4, "replicas": 1,
+              "ready_replicas": 1}
     assert report(outputs(stable_ready_replicas=2, canary=canary))[-1].endswith(
-        "2/2 ready; canary vllm/vllm-openai:v0.25.0 revision 0123456, 1 replicas"
-        " (kwok's fake nodes: no container runs)")
+        "2/2 ready; canary vllm/vllm-openai:v0.25.0 revision 0123456, 1/1 ready (pilot ring only)")
 
 
 def test_a_stack_without_gateway_or_fleet_reports_its_inference_hosts_only():

@@ -310,7 +310,7 @@ PART_TYPES.update({"-litellm": tokens.LITELLM_INSTALL, "-migrations": tokens.GAT
                    "-tunnel-gpu": tokens.GATEWAY_TUNNEL, "-key-ana": tokens.GATEWAY_KEY,
                    "-key-bob": tokens.GATEWAY_KEY, "-key-cyn": tokens.GATEWAY_KEY})
 GATEWAY = parse(gateway_raw()).gateway
-ROUTES = [Route("reds", 8082, "/opt/spear/models/gguf/q.gguf", False)]
+ROUTES = [Route.tunnel("reds", 8082, "/opt/spear/models/gguf/q.gguf", False)]
 MASTER = "sk-master-SECRET-m"
 
 

@@ -82,14 +82,8 @@ def test_the_stable_deployment_runs_the_cookbooks_serve_command_with_priority_sc
     template = spec["template"]
     assert template["metadata"]["annotations"]["prometheus.io/scrape"] == "true"
     assert template["metadata"]["annotations"]["prometheus.io/port"] == "8000"
-    # The kwok taint is tolerated only where the stack says so (tests).
-    assert all(t["key"] != "kwok.x-k8s.io/node" for t in template["spec"]["tolerations"])
-
-
-def test_fake_nodes_are_tolerated_only_when_the_stack_asks():
-    deployment = of_type(program(fleet_raw(tolerateFakeNodes=True)), tokens.K8S_DEPLOYMENT)
-    assert {"key": "kwok.x-k8s.io/node", "operator": "Equal", "value": "fake",
-            "effect": "NoSchedule"} in deployment["vllm-stable"]["spec"]["template"]["spec"]["tolerations"]
+    assert template["spec"]["tolerations"] == [
+        {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
 
 
 def test_the_key_reaches_the_secret_from_the_stacks_secret():
@@ -101,7 +95,7 @@ def test_the_key_reaches_the_secret_from_the_stacks_secret():
     assert secret["metadata"] == {"name": "vllm-api-key", "namespace": "vllm"}
 
 
-def test_a_canary_runs_beside_stable_behind_the_same_service():
+def test_a_canary_runs_beside_stable_behind_a_service_of_its_own():
     mocks = program(fleet_raw(canary={**CANARY_PAIR, "replicas": 1}))
     deployments = of_type(mocks, tokens.K8S_DEPLOYMENT)
     canary = deployments["vllm-canary"]
@@ -111,8 +105,10 @@ def test_a_canary_runs_beside_stable_behind_the_same_service():
     assert main["image"] == "vllm/vllm-openai:v0.25.0"
     assert vllm.flags(main["command"])["--revision"] == CANARY_PAIR["revision"]
     assert vllm.flags(container(deployments["vllm-stable"])["command"])["--revision"] == REVISION
-    service = of_type(mocks, tokens.K8S_SERVICE)["vllm-service"]
-    assert service["spec"]["selector"] == {"app": "vllm"}
+    services = of_type(mocks, tokens.K8S_SERVICE)
+    assert services["vllm-service"]["spec"]["selector"] == {"app": "vllm", "track": "stable"}
+    assert services["vllm-canary-service"]["metadata"]["name"] == "vllm-canary"
+    assert services["vllm-canary-service"]["spec"]["selector"] == {"app": "vllm", "track": "canary"}
     rollout = of_type(mocks, tokens.K8S_CONFIG_MAP)["vllm-rollout"]["data"]
     assert json.loads(rollout["canary.json"])["tag"] == "v0.25.0"
     assert json.loads(rollout["stable.json"]) == {**STABLE_PAIR, "digest": None}
@@ -149,3 +145,10 @@ def test_the_tenancy_record_says_what_the_gateway_injects(priority, expected):
     assert data == {"cacheSalt": "developer", "priorities": json.dumps(expected)}
     argv = container(of_type(mocks, tokens.K8S_DEPLOYMENT)["vllm-stable"])["command"]
     assert vllm.priority_scheduling(argv) is priority
+
+
+def test_a_replaced_pod_keeps_serving_until_kube_proxy_has_dropped_it_then_drains():
+    deployment = of_type(program(fleet_raw()), tokens.K8S_DEPLOYMENT)["vllm-stable"]
+    pod = deployment["spec"]["template"]["spec"]
+    assert container(deployment)["lifecycle"] == {"preStop": {"sleep": {"seconds": 15}}}
+    assert pod["terminationGracePeriodSeconds"] > 15

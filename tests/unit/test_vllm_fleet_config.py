@@ -76,8 +76,8 @@ BAD = [
      "vllmFleet.schedulingPriority", "true or false"),
     ("namespace-upper", changed(fleet_raw(), (*FLEET, "namespace"), "VLLM"),
      "vllmFleet.namespace", "a DNS-1123 label"),
-    ("fake-nodes-not-bool", changed(fleet_raw(), (*FLEET, "tolerateFakeNodes"), 1),
-     "vllmFleet.tolerateFakeNodes", "true or false"),
+    ("kwok-era-key", changed(fleet_raw(), (*FLEET, "tolerateFakeNodes"), True),
+     "vllmFleet.tolerateFakeNodes", "one of"),
     ("cache-salt", changed(fleet_raw(), (*FLEET, "tenancy", "cacheSalt"), "global"),
      "vllmFleet.tenancy.cacheSalt", "one of team, developer"),
     ("model-cache-size", changed(fleet_raw(), (*FLEET, "modelCache", "size"), "200GB"),
@@ -159,8 +159,7 @@ def test_bad_fleet_cases_are_many_and_distinct():
 def test_the_fleet_parses_to_its_typed_config():
     fleet = parse(fleet_raw()).vllm_fleet
     assert fleet.kubeconfig == Kubeconfig(None, None, None)
-    assert (fleet.namespace, fleet.image, fleet.replicas, fleet.tolerate_fake_nodes) == (
-        "vllm", "vllm/vllm-openai", 2, False)
+    assert (fleet.namespace, fleet.image, fleet.replicas) == ("vllm", "vllm/vllm-openai", 2)
     assert fleet.stable == ServingPair("v0.24.0", None, "Qwen/Qwen3-Coder-Next-FP8", REVISION)
     assert (fleet.previous, fleet.canary, fleet.gate_records) == (None, None, ())
     assert fleet.vllm == Vllm("Qwen/Qwen3-Coder-Next-FP8", REVISION, "qwen3-coder-next", 2, 262144,
@@ -281,4 +280,4 @@ def test_the_local_stacks_fleet_points_at_the_local_clusters_kubeconfig(monkeypa
     monkeypatch.delenv("SPEAR_CACHE", raising=False)  # the stack names the default cache
     fleet = parse(with_placeholder_keys(stack_raw("local"))).vllm_fleet
     assert fleet.kubeconfig.path == str(state_dir(LOCAL_CLUSTER) / "kubeconfig")
-    assert fleet.tolerate_fake_nodes and fleet.model_cache.host_path
+    assert fleet.model_cache.host_path

@@ -1,5 +1,7 @@
-"""spear-fleet's code inside the gateway: LiteLLM proxy callbacks for the 429/5xx-only hatch and
-for budgets that hold (seed 001 step 5; issues 8 and 9). How it works: litellm_hooks.py.
+"""spear-fleet's code inside the gateway: LiteLLM proxy callbacks for the 429/5xx-only hatch, for
+budgets that hold (seed 001 step 5; issues 8 and 9), and for what the gateway stamps on every
+`coder` request: cache_salt, priority and the ring of deployments it may reach (seed 001, "How to
+run it in production"). How it works: litellm_hooks.py; the rules: tenancy.py.
 
 What the gateway host and its config.yaml need (for the renderer)
 -----------------------------------------------------------------
@@ -23,6 +25,12 @@ config.yaml:
           api_key: os.environ/FLEET_API_KEY
           input_cost_per_token: <USD>            # budgets are priced with these: without
           output_cost_per_token: <USD>           # prices a request's worst case is ~0
+        model_info:
+          id: <route>                            # e.g. local, vllm-stable, vllm-canary
+          spear_track: stable | canary           # the Kubernetes fleet's routes only
+          spear_cache_salt: true                 # a vLLM fleet: takes cache_salt
+          spear_priority: true                   # vLLM with --scheduling-policy priority
+                                                 # (absent/false: the field is never sent)
       - model_name: frontier                   # = SPEAR_HATCH_MODEL
         litellm_params:
           model: anthropic/<model>
@@ -43,6 +51,7 @@ config.yaml:
       SPEAR_DEFAULT_MAX_TOKENS: "4096"         # set on a request that sets no output limit
       SPEAR_HOLD_TTL_SECONDS: "3600"           # a hold never settled (a process that died
                                                # mid-request) is charged in full after it
+      SPEAR_CACHE_SALT_SCOPE: "team"           # team (default) or developer
     general_settings:
       master_key: os.environ/LITELLM_MASTER_KEY
       enforce_fallback_model_access: false     # 1.108+: else a key scoped to coder never
@@ -69,7 +78,14 @@ What developers see:
   is never called (LiteLLM itself turns an upstream 422 into 400 BadRequestError);
 - the fleet answered 429/5xx or did not answer: the frontier's answer; over the hatch's monthly
   cap (counting escalations in flight): HTTP 429, error type `hatch_budget_exhausted`;
-- `frontier` asked for directly: HTTP 403, error type `hatch_not_direct`.
+- `frontier` asked for directly: HTTP 403, error type `hatch_not_direct`;
+- a `priority` that is not an integer of magnitude below 2**31: HTTP 400, error type
+  `spear_bad_priority`, before anything is sent or held. A valid one larger than the key's class
+  (interactive 0, background 10; the key's metadata `priority`) serves the request later; a
+  smaller one counts as the class's. A client's `cache_salt` is always replaced (or removed).
+The keys' metadata (components/gateway/keys.py) carry `developer`, `team`, `ring` (`pilot`:
+served by the canary deployments while one is up; otherwise never by them) and `priority`.
+LiteLLM's own `dynamic_rate_limiter` callback reads the same metadata `priority`; it is not loaded.
 An escalated answer is charged to the key's ledger at the fleet's prices (the developer asked for
 `coder`) and to the hatch's cap at the frontier's; LiteLLM's own key spend records the frontier's
 cost, so its own budget check may refuse a key somewhat earlier than spear-fleet's ledger would.

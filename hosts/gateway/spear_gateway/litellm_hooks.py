@@ -1,4 +1,5 @@
-"""spear-fleet's LiteLLM callbacks: the 429/5xx-only hatch and budgets that hold.
+"""spear-fleet's LiteLLM callbacks: the 429/5xx-only hatch, budgets that hold, and what the
+gateway stamps on each `coder` request (cache_salt, priority, ring).
 
 Which mechanism, and why (read in the installed source of litellm 1.91.1 and 1.108.7, and
 run on both)
@@ -39,6 +40,39 @@ developer keys are scoped to `coder` only, so the rendered config sets it to fal
 with it left true, every escalation of a coder-only key on 1.108.7 ended in the fleet's 503),
 and this hook refuses `frontier` asked for directly (403 `hatch_not_direct`).
 
+Tenancy: cache_salt, priority and rings (spear_gateway/tenancy.py says what and why)
+----------------------------------------------------------------------------------
+5. `async_pre_call_hook` (admission, before routing) takes the client's `cache_salt` and
+   `priority` out of the request (and out of `extra_body`), refuses a `priority` that is not an
+   integer (HTTP 400 `spear_bad_priority`), and records in the request's metadata what the key's
+   owner gets: the salt, the priority, the ring. Out before routing also because
+   `Router.acompletion` sends a request with an integer `priority` through LiteLLM's own
+   scheduler, `schedule_acompletion`, which consumes it (router.py 1.91.1 l.1824 and l.1834,
+   1.108.7 l.3152 and l.3164).
+6. Rings: `async_filter_deployments` for the fleet's group, called by `async_get_healthy_deployments`
+   with `model` the group's name and the group's deployments as dicts with their `model_info`
+   (1.91.1 l.10188 -> l.7185, 1.108.7 l.14192 -> l.9521), after the cooldown filter, on every
+   attempt (retries included), with the request's kwargs (our metadata) as `request_kwargs`.
+   A pilot keeps the `spear_track: canary` deployments (all the others when none is there),
+   everyone else drops them. A request naming a deployment's id instead of the group returns
+   before this filter (1.91.1 l.10152, 1.108.7 l.14142): only the master key can ask for one,
+   developer keys being scoped to `coder`.
+7. The body a deployment gets: `async_pre_call_deployment_hook`, awaited by the `@client` wrapper
+   of `litellm.acompletion` once the router has chosen the deployment (utils.py wrapper_async
+   1.91.1 l.1606, helper l.1139; 1.108.7 l.2082, helper l.1520), with kwargs carrying that
+   deployment's `model_info` (Router._update_kwargs_with_deployment, router.py 1.91.1 l.2955,
+   1.108.7 l.4512). It sets `cache_salt` and `priority` where model_info says the deployment
+   takes them (`spear_cache_salt`, `spear_priority`) and removes them everywhere else (the
+   hatch's deployment too). LiteLLM's OpenAI provider puts a kwarg it does not know into
+   `extra_body` (utils.py add_provider_specific_params_to_optional_params, 1.91.1 l.4330,
+   1.108.7 l.5458), which the OpenAI client merges into the body: both reach vLLM as the
+   top-level fields of /v1/chat/completions it reads. /v1/messages (Claude Code) and
+   /v1/responses (Codex) are bridged onto that same acompletion (the Messages adapter passes
+   the hook's kwargs on, anthropic adapters/handler.py 1.91.1 l.494, 1.108.7 l.818), so all
+   three dialects are stamped alike (measured on both versions with stand-ins that record each
+   body: tests/integration/test_gateway_stamping.py). Nothing is refused in this hook: a refusal
+   here would count as a failure of the deployment (see "Rejected" above).
+
 Budgets: `async_pre_call_hook` (before routing) reserves the request's worst case against the
 key's max_budget (user_api_key_dict.max_budget / .spend / .budget_reset_at) in the shared ledger
 and refuses with HTTP 429 `spear_budget_exceeded`; the success event settles the actual cost
@@ -64,9 +98,11 @@ from spear_gateway.budget import ContractViolation, HoldExpired, Ledger
 from spear_gateway.hatch import FleetFailure, fleet_failure
 from spear_gateway.pricing import Prices, output_limit, usage_usd, worst_case_usd
 from spear_gateway.settings import Settings
+from spear_gateway.tenancy import BadPriority, Tenant, ring_deployments, stamp, take_owned
 
 log = logging.getLogger("spear_gateway")
 REQUEST_ID = "spear_request_id"  # the metadata field that carries the ledger's request id
+STAMP = "spear_stamp"  # ... and the one with what admission decided: cache_salt, priority, ring
 METADATA_FIELDS = ("litellm_metadata", "metadata")  # /v1/messages and /v1/responses use the first
 
 
@@ -183,12 +219,19 @@ class SpearGateway(CustomLogger):
                           f"cannot (429, 5xx, no answer); ask for '{settings.fleet_model}'")
         if model != settings.fleet_model:
             return data
+        key = getattr(user_api_key_dict, "token", None) or "master-key"
+        tenant = Tenant.of(key, getattr(user_api_key_dict, "metadata", None))
+        # Before routing: the hatch never gets the client's fields, nor LiteLLM's scheduler its
+        # priority (see 5. above).
+        try:
+            priority = tenant.priority(take_owned(data))
+        except BadPriority as e:
+            raise Refusal(400, "spear_bad_priority", str(e)) from None
         limit = output_limit(data)
         if limit is None:  # the hold must bound the answer: the gateway sets the limit
             limit = settings.default_max_tokens
             data["max_tokens"] = limit
         worst = max(worst_case_usd(data, self._prices(model), limit), 1e-9)
-        key = getattr(user_api_key_dict, "token", None) or "master-key"
         budget = getattr(user_api_key_dict, "max_budget", None)
         reset_at = getattr(user_api_key_dict, "budget_reset_at", None)
         request_id = uuid.uuid4().hex
@@ -211,8 +254,10 @@ class SpearGateway(CustomLogger):
         if not targets:
             data["metadata"] = {}
             targets = [data["metadata"]]
+        decided = {"cache_salt": tenant.cache_salt(settings.cache_salt_scope),
+                   "priority": priority, "ring": tenant.ring}
         for meta in targets:
-            meta[REQUEST_ID] = request_id
+            meta[REQUEST_ID], meta[STAMP] = request_id, decided
         return data
 
     def _forget_expired(self) -> None:
@@ -236,6 +281,9 @@ class SpearGateway(CustomLogger):
     async def async_filter_deployments(self, model: str, healthy_deployments: list,
                                        messages: Any, request_kwargs: dict | None = None,
                                        parent_otel_span: Any = None) -> list:
+        if model == self.settings.fleet_model:
+            ring = (_metadata(request_kwargs).get(STAMP) or {}).get("ring")
+            return ring_deployments(ring, healthy_deployments)
         if model != self.settings.hatch_model:
             return healthy_deployments
         request_id = _metadata(request_kwargs).get(REQUEST_ID)
@@ -258,7 +306,17 @@ class SpearGateway(CustomLogger):
             metrics.HATCH_ESCALATIONS.labels(status=request.failure.label).inc()
         return healthy_deployments
 
-    # -- 3. settlement -----------------------------------------------------------------------
+    # -- 3. the request a deployment gets (inside the call to it) ------------------------------
+
+    async def async_pre_call_deployment_hook(self, kwargs: dict, call_type: Any) -> dict | None:
+        decided = _metadata(kwargs).get(STAMP)
+        if decided is None:  # not a coder request (nor its escalation)
+            return None
+        info = kwargs.get("model_info") or _metadata(kwargs).get("model_info") or {}
+        stamp(kwargs, info, decided["cache_salt"], decided["priority"])
+        return kwargs
+
+    # -- 4. settlement -----------------------------------------------------------------------
 
     async def async_log_success_event(self, kwargs: dict, response_obj: Any, start_time: Any,
                                       end_time: Any) -> None:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from spear.rules import CODER_MODEL, FRONTIER_MODEL
+from spear.rules import CACHE_SALT_SCOPES
 
 
 @dataclass(frozen=True)
@@ -18,6 +19,7 @@ class Settings:
     database_url: str | None
     default_max_tokens: int
     hold_ttl_seconds: float = 3600.0
+    cache_salt_scope: str = "team"  # one cache_salt per team, or per developer
 
     @classmethod
     def from_environment(cls, env: Mapping[str, str]) -> Settings:
@@ -36,6 +38,10 @@ class Settings:
         if not ttl.isdigit() or int(ttl) < 60:
             problems.append(f"SPEAR_HOLD_TTL_SECONDS={ttl!r}: allowed is an integer >= 60 (longer"
                             " than any request, its retries and its escalation)")
+        scope = env.get("SPEAR_CACHE_SALT_SCOPE", "team")
+        if scope not in CACHE_SALT_SCOPES:
+            problems.append(f"SPEAR_CACHE_SALT_SCOPE={scope!r}: allowed are"
+                            f" {', '.join(CACHE_SALT_SCOPES)}")
         fleet = env.get("SPEAR_FLEET_MODEL", CODER_MODEL)
         if fleet == env.get("SPEAR_HATCH_MODEL", FRONTIER_MODEL):
             problems.append(f"SPEAR_HATCH_MODEL={fleet!r}: allowed is a model other than the"
@@ -46,6 +52,7 @@ class Settings:
                    hatch_model=env.get("SPEAR_HATCH_MODEL", FRONTIER_MODEL),
                    hatch_cap_usd=cap_usd,
                    database_url=env.get("SPEAR_BUDGET_DATABASE_URL") or env.get("DATABASE_URL"),
-                   default_max_tokens=int(limit), hold_ttl_seconds=float(ttl))
+                   default_max_tokens=int(limit), hold_ttl_seconds=float(ttl),
+                   cache_salt_scope=scope)
 
 

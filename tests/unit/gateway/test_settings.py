@@ -40,3 +40,17 @@ def test_a_missing_or_unusable_hatch_cap_is_refused(cap):
 def test_a_hold_ttl_shorter_than_a_minute_is_refused():
     with pytest.raises(ValueError, match="SPEAR_HOLD_TTL_SECONDS='5': allowed is an integer >= 60"):
         Settings.from_environment({"SPEAR_HATCH_MONTHLY_CAP_USD": "1", "SPEAR_HOLD_TTL_SECONDS": "5"})
+
+
+def test_the_cache_salt_scope_is_team_unless_set_to_developer():
+    env = {"SPEAR_HATCH_MONTHLY_CAP_USD": "20"}
+    assert Settings.from_environment(env).cache_salt_scope == "team"
+    assert Settings.from_environment(
+        env | {"SPEAR_CACHE_SALT_SCOPE": "developer"}).cache_salt_scope == "developer"
+
+
+def test_an_unknown_cache_salt_scope_is_refused_naming_what_is_allowed():
+    with pytest.raises(ValueError) as refused:
+        Settings.from_environment({"SPEAR_HATCH_MONTHLY_CAP_USD": "20",
+                                   "SPEAR_CACHE_SALT_SCOPE": "org"})
+    assert "SPEAR_CACHE_SALT_SCOPE='org': allowed are team, developer" in str(refused.value)

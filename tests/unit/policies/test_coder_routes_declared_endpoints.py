@@ -64,3 +64,53 @@ def test_an_unknown_tunnel_port_cannot_pass():
     tunnel["health"]["port"] = UNKNOWN
     [message] = check_stack(POLICY, prod_stack(), gateway(tunnel=tunnel), PROD_ENDPOINTS)
     assert "health.port can't be known during preview" in message
+
+
+def with_fleet_route(track: str, api_base: str):
+    """prod's config with a route to the fleet's `track` beside the inference host's."""
+    props = prod(tokens.GATEWAY_CONFIG)
+    config = yaml.safe_load(props["content"])
+    route = {**config["model_list"][0], "model_info": {"id": f"vllm-{track}", "spear_track": track}}
+    route["litellm_params"] = {**route["litellm_params"], "api_base": api_base}
+    config["model_list"].insert(1, route)
+    props["content"] = yaml.safe_dump(config)
+    props["upstreams"] = [*props["upstreams"], "vllmFleet"]
+    return props
+
+
+def fleet_service(track: str, ip: str = "10.96.100.10", port: float = 8000.0):
+    return (tokens.K8S_SERVICE, {"metadata": {"name": "vllm", "labels": {"app": "vllm", "track": track}},
+                                 "spec": {"clusterIP": ip, "ports": [{"port": port}]}}, f"vllm-{track}-service")
+
+
+FLEET = [*PROD_ENDPOINTS, (tokens.VLLM_FLEET, "vllm")]
+
+
+def test_a_route_to_the_fleets_service_at_its_cluster_ip_passes():
+    config = with_fleet_route("stable", "http://10.96.100.10:8000/v1")
+    assert check_stack(POLICY, prod_stack(), [*gateway(config), fleet_service("stable")], FLEET) == []
+
+
+def test_a_fleet_route_to_another_address_is_a_violation():
+    config = with_fleet_route("stable", "http://10.96.100.99:8000/v1")
+    [message] = check_stack(POLICY, prod_stack(), [*gateway(config), fleet_service("stable")], FLEET)
+    assert ("(coder, id 'vllm-stable', http://10.96.100.99:8000/v1) does not go to the fleet's stable"
+            " Service (at http://10.96.100.10:8000/v1)") in message
+
+
+def test_a_route_to_the_canary_needs_the_canarys_own_service():
+    config = with_fleet_route("canary", "http://10.96.100.10:8000/v1")
+    [message] = check_stack(POLICY, prod_stack(), [*gateway(config), fleet_service("stable")], FLEET)
+    assert "does not go to the fleet's canary Service (at none in the stack)" in message
+
+
+def test_routing_to_the_fleet_without_a_fleet_in_the_stack_is_a_violation():
+    config = with_fleet_route("stable", "http://10.96.100.10:8000/v1")
+    [message] = check_stack(POLICY, prod_stack(), [*gateway(config), fleet_service("stable")], PROD_ENDPOINTS)
+    assert "routes coder to 'vllmFleet', which the stack does not declare" in message
+
+
+def test_an_unknown_cluster_ip_cannot_pass():
+    config = with_fleet_route("stable", "http://10.96.100.10:8000/v1")
+    [message] = check_stack(POLICY, prod_stack(), [*gateway(config), fleet_service("stable", UNKNOWN)], FLEET)
+    assert "can't be known during preview" in message

@@ -1,6 +1,0 @@
-//go:build tools
-
-// The command built from this module; the blank import keeps its packages in go.mod.
-package tools
-
-import _ "sigs.k8s.io/kwok/cmd/kwok"
