@@ -27,8 +27,9 @@ UNREACHABLE = "unreachable"
 COMPLETION_TIMEOUT = 300.0
 LIST_TIMEOUT = 30.0
 # Right after a rollout a Service's address may refuse or drop connections for a while, until
-# kube-proxy has the new pods' endpoints (seen here: up to a minute on a busy machine); only
-# nothing answering for this long fails, each try short so a dropped one does not use it up.
+# kube-proxy has the new pods' endpoints (seen here: up to a minute on a busy machine): behind a
+# Service (settle_seconds > 0) only nothing answering for this long fails, each try short so a
+# dropped one does not use it up.
 REACH_SECONDS = 180.0
 REACH_TRY_SECONDS = 5.0
 
@@ -69,11 +70,13 @@ class EndpointVerificationProvider(HostProvider):
         headers = bearer_headers(props.get("api_key"))
         passed: list[str] = []
         served_ids: list[str] = []
-        if olds is not None:
-            time.sleep(float(props.get("settle_seconds") or 0))
+        behind_service = float(props.get("settle_seconds") or 0) > 0
+        if olds is not None and behind_service:
+            time.sleep(float(props["settle_seconds"]))
         with Session(props["connection"]) as host:
             port, address = int(props["port"]), props["address"]
-            wait_until(lambda: _answers(host, port, address), REACH_SECONDS)
+            if behind_service:
+                wait_until(lambda: _answers(host, port, address), REACH_SECONDS)
             for probe in probes(props["served_model"]):
                 timeout = LIST_TIMEOUT if probe.name == MODEL_LIST else COMPLETION_TIMEOUT
                 try:

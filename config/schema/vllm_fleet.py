@@ -17,7 +17,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from config.checker import MISSING, Checker, get
+from config.checker import MISSING, Checker, get, ip_address
 from config.types import (ACCESS_MODES, AMBIENT, CACHE_SALT_SCOPES, AgentSandbox, Alerts, Canary,
                           EgressTarget, GateRecord, Kubeconfig, ModelCache, ServingPair, Vllm,
                           VllmFleet)
@@ -189,21 +189,14 @@ def _service_ips(check: Checker, key: str, value: Any, has_canary: bool) -> dict
         if given is MISSING:
             if track == STABLE or has_canary:
                 check.report(f"{key}.{track}", "nothing", f"the {track} Service's cluster IP (an"
-                             " IPv4 address in the cluster's service range)")
+                             " IP address in the cluster's service range)")
             continue
-        ip = check.text(f"{key}.{track}", given, _ipv4, "an IPv4 address in the cluster's service range")
+        ip = check.text(f"{key}.{track}", given, ip_address, "an IP address in the cluster's service range")
         if ip in found.values():
             check.fail(f"{key}.{track}", given, "an address no other track's Service has")
         elif ip:
             found[track] = ip
     return found
-
-
-def _ipv4(value: str) -> str | None:
-    try:
-        return str(ipaddress.IPv4Address(value))
-    except ValueError:
-        return None
 
 
 def _tenancy(check: Checker, key: str, value: Any) -> str | None:

@@ -306,3 +306,25 @@ def test_the_resource_has_its_own_type_and_gets_the_api_key_as_a_secret(mocks):
         "triggers": {"started_at": "1"}}
     # The mocks see a secret in its wire form: the secret signature next to the value.
     assert args.inputs["api_key"] == {rpc._special_sig_key: rpc._special_secret_sig, "value": "sk-test"}
+
+
+def test_a_track_behind_a_service_is_proven_after_its_replaced_pods_drained_once_it_answers(session, monkeypatch):
+    slept: list[float] = []
+    monkeypatch.setattr(verification.time, "sleep", slept.append)
+    fake = session(HEALTHY)
+    answers = iter([False, False, True])  # kube-proxy catching up with the new pods
+    monkeypatch.setattr(verification, "_answers", lambda host, port, address: next(answers))
+    track = {**PROPS, "settle_seconds": 25.0}
+    assert verification.EndpointVerificationProvider().update("id", PROPS, track).outs["passed"] == [
+        "model-list", "completion", "tool-call"]
+    assert slept[0] == 25.0 and len(slept) == 3  # the drain, then two polls before it answered
+    assert next(answers, "all used") == "all used"
+    assert [k for _, k, _ in fake.requests] == ["/v1/models", "plain", "tools"]
+
+
+def test_an_endpoint_not_behind_a_service_is_probed_at_once(session, monkeypatch):
+    slept: list[float] = []
+    monkeypatch.setattr(verification.time, "sleep", slept.append)
+    session(HEALTHY)
+    verification.EndpointVerificationProvider().update("id", PROPS, PROPS)
+    assert slept == []

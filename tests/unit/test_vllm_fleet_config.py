@@ -34,6 +34,16 @@ def failing(**changes) -> dict:
 
 # (id, config, full key without the namespace, a fragment of what is allowed)
 BAD = [
+    ("service-ip-not-an-ip", fleet_raw(serviceIPs={"stable": "vllm.internal"}),
+     "vllmFleet.serviceIPs.stable", "an IP address in the cluster's service range"),
+    ("service-ip-twice", fleet_raw(canary={**CANARY_PAIR, "replicas": 1},
+                                   serviceIPs={"stable": "10.96.0.50", "canary": "10.96.0.50"}),
+     "vllmFleet.serviceIPs.canary", "an address no other track's Service has"),
+    ("service-ip-canary-missing", fleet_raw(canary={**CANARY_PAIR, "replicas": 1},
+                                            serviceIPs={"stable": "10.96.0.50"}),
+     "vllmFleet.serviceIPs.canary", "the canary Service's cluster IP"),
+    ("service-ip-unknown-track", fleet_raw(serviceIPs={"stable": "10.96.0.50", "pilot": "10.96.0.51"}),
+     "vllmFleet.serviceIPs.pilot", "one of stable, canary"),
     ("tag-latest", changed(fleet_raw(), (*STABLE, "tag"), "latest"),
      "vllmFleet.stable.tag", "not latest: it moves"),
     ("tag-missing", changed(fleet_raw(), (*STABLE, "tag"), DELETE),
@@ -281,3 +291,17 @@ def test_the_local_stacks_fleet_points_at_the_local_clusters_kubeconfig(monkeypa
     fleet = parse(with_placeholder_keys(stack_raw("local"))).vllm_fleet
     assert fleet.kubeconfig.path == str(state_dir(LOCAL_CLUSTER) / "kubeconfig")
     assert fleet.model_cache.host_path
+
+
+def test_a_gateway_routing_to_the_fleet_needs_its_service_ips_known_at_preview(monkeypatch):
+    from config.checker import ConfigError
+    from tests.support.stack_files import stack_raw, with_placeholder_keys
+
+    monkeypatch.delenv("SPEAR_CACHE", raising=False)
+    raw = with_placeholder_keys(stack_raw("local"))
+    assert parse(raw).gateway.upstreams == ("local", "vllmFleet")
+    del raw["vllmFleet"]["serviceIPs"]
+    with pytest.raises(ConfigError) as refused:
+        parse(raw)
+    assert ("spear-fleet:vllmFleet.serviceIPs: got nothing; allowed: each track's Service IP"
+            in str(refused.value))
