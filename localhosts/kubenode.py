@@ -208,11 +208,6 @@ def import_images(archives: list[Path]) -> None:
         _run([ctr, "--address", str(SOCKET), "-n", K8S_NAMESPACE, "images", "import", str(archive)])
 
 
-def images() -> list[str]:
-    ctr = str(kubebuild.node().path("ctr"))
-    return _run([ctr, "--address", str(SOCKET), "-n", K8S_NAMESPACE, "images", "ls", "-q"]).split()
-
-
 # --- cleanup ------------------------------------------------------------------------------------
 
 def _cgroup_dirs() -> list[Path]:
