@@ -7,6 +7,8 @@ import pulumi
 from components.endpoints.reds import RedsEndpoint, RedsEndpointArgs
 from components.endpoints.runpod_endpoint import RunPodEndpoint, RunPodEndpointArgs
 from components.gateway import FleetRoutes, Gateway, GatewayArgs, Upstream
+from components.gateway.cluster import ClusterGateway, ClusterGatewayArgs
+from components.hostops.kube_api import cluster_access
 from components.inference_host import InferenceHost, InferenceHostArgs
 from components.vllm_fleet import VllmFleet, VllmFleetArgs
 from config.load import load
@@ -41,28 +43,40 @@ fleet = None if cfg.vllm_fleet is None else VllmFleet("vllm", VllmFleetArgs(
     config=cfg.vllm_fleet, api_key=stack.api_keys[VLLM_API_KEY], kubeconfig=stack.kubeconfig))
 
 # The gateway routes `coder` to the endpoints it names, each through a tunnel at its backend's
-# client port on the gateway host, and to the fleet's tracks at their Services.
+# client port on the gateway host, and to the fleet's tracks at their Services; in the fleet's
+# cluster (gateway.kubernetes) it routes to the fleet only.
 endpoints = {**{name: (host, cfg.inference_hosts[name].backend)
                 for name, host in inference_hosts.items()},
              **{name: (pod, cfg.runpod_pods[name].backend) for name, pod in runpod_pods.items()},
              **{name: (endpoint, cfg.reds_endpoints[name].backend)
                 for name, endpoint in reds_endpoints.items()}}
 gateway_cfg = cfg.gateway
-gateway = None if gateway_cfg is None else Gateway(gateway_cfg.name, GatewayArgs(
-    config=gateway_cfg,
-    private_key=stack.ssh_keys[gateway_cfg.name],
-    master_key=stack.api_keys[GATEWAY_MASTER_KEY],
-    frontier_api_key=stack.api_keys[FRONTIER_API_KEY],
-    database_url=stack.api_keys.get(GATEWAY_DATABASE_URL),
-    upstreams={name: Upstream(reach=endpoints[name][0].reach, backend=endpoints[name][1],
-                              after=[endpoints[name][0]])
-               for name in gateway_cfg.upstreams if name != FLEET_UPSTREAM},
-    developers=cfg.developers,
-    fleet=FleetRoutes(tracks=fleet.tracks, api_key=stack.api_keys[VLLM_API_KEY],
-                      priority=cfg.vllm_fleet.vllm.scheduling_priority,
-                      cache_salt_scope=cfg.vllm_fleet.cache_salt)
-    if fleet is not None and FLEET_UPSTREAM in gateway_cfg.upstreams else None,
-))
+fleet_routes = FleetRoutes(tracks=fleet.tracks, api_key=stack.api_keys[VLLM_API_KEY],
+                           priority=cfg.vllm_fleet.vllm.scheduling_priority,
+                           cache_salt_scope=cfg.vllm_fleet.cache_salt) \
+    if fleet is not None and gateway_cfg and FLEET_UPSTREAM in gateway_cfg.upstreams else None
+gateway = None
+if gateway_cfg is not None and gateway_cfg.kubernetes is not None:
+    # In the fleet's cluster: the config check admits the fleet as its only upstream.
+    gateway = ClusterGateway(gateway_cfg.name, ClusterGatewayArgs(
+        config=gateway_cfg, provider=fleet.provider,
+        cluster=cluster_access(stack.kubeconfig, cfg.vllm_fleet.kubeconfig.path,
+                               cfg.vllm_fleet.kubeconfig.context),
+        master_key=stack.api_keys[GATEWAY_MASTER_KEY],
+        frontier_api_key=stack.api_keys[FRONTIER_API_KEY],
+        database_url=stack.api_keys[GATEWAY_DATABASE_URL],
+        developers=cfg.developers, fleet=fleet_routes))
+elif gateway_cfg is not None:
+    gateway = Gateway(gateway_cfg.name, GatewayArgs(
+        config=gateway_cfg,
+        private_key=stack.ssh_keys[gateway_cfg.name],
+        master_key=stack.api_keys[GATEWAY_MASTER_KEY],
+        frontier_api_key=stack.api_keys[FRONTIER_API_KEY],
+        database_url=stack.api_keys.get(GATEWAY_DATABASE_URL),
+        upstreams={name: Upstream(reach=endpoints[name][0].reach, backend=endpoints[name][1],
+                                  after=[endpoints[name][0]])
+                   for name in gateway_cfg.upstreams if name != FLEET_UPSTREAM},
+        developers=cfg.developers, fleet=fleet_routes))
 if fleet is not None:
     pulumi.export("vllm_fleet", fleet.outputs)
 

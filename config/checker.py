@@ -51,6 +51,9 @@ MISSING: Any = _Missing()  # a key the stack does not set (None is a value YAML 
 FILE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")
 FILE_NAME_TEXT = "a file name (letters, digits, '.', '_', '+', '-'; no '/')"
 SAFE_PATH = re.compile(r"[A-Za-z0-9._+/-]+")
+# A DNS-1123 label: what Kubernetes allows as a namespace name.
+DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+DNS_LABEL_TEXT = "a DNS-1123 label (lowercase letters, digits, '-'; at most 63)"
 HOSTNAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]*")
 USER = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*")
 # A name that becomes part of resource names, unit names and paths.

@@ -105,7 +105,7 @@ def load() -> LoadedStack:
         keys.update({name: keys[endpoint.inference_host] if endpoint.inference_host
                      else _key_text(f"redsEndpoints.{name}", endpoint.ssh.key, problems)
                      for name, endpoint in cfg.reds_endpoints.items() if endpoint.ssh.key})
-        if cfg.gateway is not None:
+        if cfg.gateway is not None and cfg.gateway.ssh is not None:
             keys[cfg.gateway.name] = _key_text("gateway", cfg.gateway.ssh.key, problems)
     if problems or cfg is None:
         raise StackConfigError(problems)

@@ -302,9 +302,21 @@ class Hatch:
 
 
 @dataclass(frozen=True)
+class GatewayCluster:
+    """The gateway as a Deployment in the fleet's cluster instead of on a host (the cookbook: it
+    "is stateless apart from Postgres and scales horizontally"): its replicas share one
+    external PostgreSQL, and the budgets hold across them (the ledger is in that database)."""
+    namespace: str
+    replicas: int  # at least 2
+    image: str  # pinned; holds LiteLLM at litellm.version, python3, bash and psql
+    venv: str  # the image's LiteLLM virtualenv (bin/litellm, litellm_proxy_extras' migrations)
+    service_ip: str | None  # the gateway Service's fixed cluster IP; None: one is assigned
+
+
+@dataclass(frozen=True)
 class Gateway:
     name: str  # names its resources
-    ssh: SshTarget
+    ssh: SshTarget | None  # None: the gateway runs in the cluster (kubernetes)
     runtime_dir: str
     host: str  # where the proxy listens on the gateway host
     port: int
@@ -316,6 +328,7 @@ class Gateway:
     request_timeout: int  # seconds
     pricing: Pricing
     hatch: Hatch
+    kubernetes: GatewayCluster | None = None
 
 
 # --------------------------------------------------------------------------------------------

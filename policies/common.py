@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import json
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import yaml
 from pulumi_policy import ReportViolation, ResourceValidationArgs
 from pulumi_policy.proxy import UnknownValueError
 
+from spear import tokens
 from spear.tokens import Token
 
 Check = Callable[[ResourceValidationArgs, ReportViolation], None]
@@ -87,7 +90,49 @@ def integer(text: Any) -> int | None:
     return int(text) if isinstance(text, str) and text.isdigit() else None
 
 
-# The gateway's config.yaml (the GatewayConfig resource's `content`), as LiteLLM reads it.
+# The gateway's config.yaml, as LiteLLM reads it: the GatewayConfig resource's `content` on a
+# gateway host; in the cluster, the gateway ConfigMap's `config.yaml`, with the same facts as a
+# JSON annotation (components/gateway/cluster_manifests.py).
+
+GATEWAY_APP = ("app.kubernetes.io/name", "spear-gateway")
+FACTS_ANNOTATION = "spear-fleet/facts"
+
+
+@dataclass(frozen=True)
+class GatewayConfigView:
+    name: str
+    content: Any  # config.yaml's text
+    facts: Any  # upstreams, litellm_version, hatch (from, to, monthly_cap_usd, alert_usd)
+
+
+def gateway_config_view(resource_type: str, props: Any, name: str) -> GatewayConfigView | None:
+    """The gateway's config in a resource of either placement; None for any other resource."""
+    if resource_type == tokens.GATEWAY_CONFIG.type:
+        return GatewayConfigView(name, props["content"], props)
+    if resource_type != tokens.K8S_CONFIG_MAP.type:
+        return None
+    metadata = props.get("metadata") or {}
+    if (metadata.get("labels") or {}).get(GATEWAY_APP[0]) != GATEWAY_APP[1] \
+            or "config.yaml" not in (props.get("data") or {}):
+        return None
+    # A gateway ConfigMap without its facts is read as facts that say nothing: fail closed.
+    facts = json.loads((metadata.get("annotations") or {}).get(FACTS_ANNOTATION) or "{}")
+    return GatewayConfigView(name, props["data"]["config.yaml"],
+                             {"upstreams": [], "hatch": {"from": None, "to": None,
+                                                         "monthly_cap_usd": None,
+                                                         "alert_usd": None}, **facts})
+
+
+def for_gateway_config(check: Callable[[GatewayConfigView, ReportViolation], None]) -> Check:
+    """Makes `check(view, report)` a resource validation of the gateway's config, wherever the
+    gateway runs."""
+    @functools.wraps(check)
+    def validate(args: ResourceValidationArgs, report: ReportViolation) -> None:
+        with unknown_is_violation(report):
+            view = gateway_config_view(args.resource_type, args.props, args.name)
+            if view is not None:
+                check(view, report)
+    return validate
 
 
 def gateway_config(content: Any) -> dict[str, Any]:

@@ -57,7 +57,7 @@ KIND_CLASSES = {
 # Never shown, whatever they hold (the SSH key, the pickled provider that may embed config, the
 # gateway's master key, a developer's virtual key, cluster credentials, a Kubernetes Secret's
 # contents).
-HIDDEN_INPUTS = frozenset({"connection", "__provider", "master_key", "key", "kubeconfig",
+HIDDEN_INPUTS = frozenset({"connection", "cluster", "__provider", "master_key", "key", "kubeconfig",
                            "stringData"})
 HIDDEN_BY_KIND = {tokens.K8S_SECRET.type: frozenset({"data"})}
 # Systemd units: named by their unit, restarted by their triggers.
@@ -83,6 +83,8 @@ PART_NAMES = {
     tokens.TUNNEL_KEY.type: "tunnel key",
     tokens.GATEWAY_SMOKE_TEST.type: "gateway smoke test",
     tokens.GATEWAY_KEY.type: "developer key",
+    tokens.GATEWAY_ROLLOUT.type: "gateway rollout",
+    tokens.K8S_JOB.type: "Job",
     tokens.K8S_PROVIDER: "Kubernetes provider",
     tokens.K8S_NAMESPACE.type: "namespace",
     tokens.K8S_SECRET.type: "vLLM API key Secret",
@@ -109,6 +111,8 @@ UPDATE_MEANING = {
     tokens.GATEWAY_MIGRATIONS.type: "applies only the LiteLLM migrations not yet recorded",
     tokens.GATEWAY_KEY.type: "updated in place through /key/update: the developer keeps the key",
     tokens.GATEWAY_SMOKE_TEST.type: "asks coder for SPEAR-BACKEND-OK through the gateway again",
+    tokens.GATEWAY_ROLLOUT.type: "waits until every gateway pod proved its fleet routes and is"
+                                 " ready; a failed proof fails the update, the old pods serve on",
 }
 # Kinds whose create or delete is not what OP_MEANING says of the others.
 KIND_MEANING = {
@@ -166,8 +170,24 @@ def _kind(step: Mapping[str, Any]) -> str:
     return step["urn"].split("::")[-2].rsplit("$", 1)[-1]
 
 
+# The gateway's own Kubernetes objects (gateway.kubernetes), by kind.
+GATEWAY_APP = ("app.kubernetes.io/name", "spear-gateway")  # components/gateway/cluster_manifests.py
+GATEWAY_PART_NAMES = {
+    tokens.K8S_NAMESPACE.type: "gateway namespace",
+    tokens.K8S_SECRET.type: "gateway credentials Secret",
+    tokens.K8S_CONFIG_MAP.type: "gateway ConfigMap",
+    tokens.K8S_DEPLOYMENT.type: "gateway Deployment",
+    tokens.K8S_SERVICE.type: "gateway Service",
+    tokens.K8S_JOB.type: "gateway migrations Job",
+}
+
+
 def _part_name(step: Mapping[str, Any]) -> str:
     kind = _kind(step)
+    inputs = _inputs(step, "newState") or _inputs(step, "oldState")
+    labels = (inputs.get("metadata") or {}).get("labels") or {}
+    if labels.get(GATEWAY_APP[0], "").startswith(GATEWAY_APP[1]) and kind in GATEWAY_PART_NAMES:
+        return f"{GATEWAY_PART_NAMES[kind]} {inputs['metadata'].get('name', '')}".rstrip()
     if kind in UNIT_KINDS:
         return (_inputs(step, "newState") or _inputs(step, "oldState")).get("unit", "systemd unit")
     if kind == tokens.STACK:
@@ -385,7 +405,8 @@ def _part(step: Mapping[str, Any], stable_now: tuple[str, str, Any] | None = Non
             # Only the replica count: a scale; anything in the pod template: a rolling update.
             template_changed = (old.get("spec") or {}).get("template") != (new.get("spec") or {}).get("template")
             change = ROLLING_UPDATE if template_changed else SCALE
-        details = _fleet_details(step, change, stable_now) or details
+        if _track(step):  # a fleet track (the gateway's Deployment has none)
+            details = _fleet_details(step, change, stable_now) or details
     problem = ((step.get("oldState") or {}).get("outputs") or {}).get("problem")
     if kind == tokens.REDS_TUNNEL_CHECK.type and problem:
         details.insert(0, f"refresh found: {problem}")

@@ -51,6 +51,7 @@ TUNNEL_KEY = Token("TunnelKey")
 GATEWAY_TUNNEL = Token("GatewayTunnel")
 GATEWAY_SMOKE_TEST = Token("GatewaySmokeTest")
 GATEWAY_KEY = Token("GatewayKey")
+GATEWAY_ROLLOUT = Token("GatewayRollout")  # the gateway's Deployment in the cluster, waited for
 
 # Components.
 INFERENCE_HOST = "spear:inference:InferenceHost"
@@ -76,4 +77,5 @@ K8S_PVC = KubernetesType("kubernetes:core/v1:PersistentVolumeClaim")
 K8S_PV = KubernetesType("kubernetes:core/v1:PersistentVolume")
 K8S_SERVICE = KubernetesType("kubernetes:core/v1:Service")
 K8S_DEPLOYMENT = KubernetesType("kubernetes:apps/v1:Deployment")
+K8S_JOB = KubernetesType("kubernetes:batch/v1:Job")
 K8S_NETWORK_POLICY = KubernetesType("kubernetes:networking.k8s.io/v1:NetworkPolicy")

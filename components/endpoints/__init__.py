@@ -1,6 +1,7 @@
 """Endpoints: what proves an OpenAI-compatible endpoint is fit to depend on, whatever serves it
-(an inference host's llama-server now; a vLLM pod or another host later).
+(an inference host's llama-server, a RunPod pod, a REDS endpoint, a track of the fleet).
 
-probes.py holds the cookbook's three probes (pure); verification.py runs them as the
-EndpointVerification resource.
+The cookbook's three probes and the smoke test's judge are pure (spear/probes.py, spear/smoke.py:
+the gateway's pods run them too); verification.py runs the probes as the EndpointVerification
+resource, proof.py it and the smoke test for every endpoint family.
 """

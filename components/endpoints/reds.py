@@ -22,7 +22,7 @@ from typing import Any
 import pulumi
 from pulumi.dynamic import DiffResult, ReadResult
 
-from components.endpoints.probes import listed_models
+from spear.probes import listed_models
 from components.endpoints.proof import EndpointProofArgs, prove_endpoint
 from components.endpoints.reach import Reach
 from components.hostops.host_resource import HostProvider, HostResource

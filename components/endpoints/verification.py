@@ -1,4 +1,4 @@
-"""EndpointVerification: the cookbook's three probes (components/endpoints/probes.py) as a deploy check.
+"""EndpointVerification: the cookbook's three probes (spear/probes.py) as a deploy check.
 
 An endpoint serves an OpenAI-compatible API on a port of a host's loopback; the probes reach it
 through an SSH channel to that host, as the smoke test does, so no port is opened on the network.
@@ -17,7 +17,7 @@ from typing import Any
 import pulumi
 from pulumi.dynamic import ReadResult
 
-from components.endpoints.probes import MODEL_LIST, ProbeResult, listed_models, probes
+from spear.probes import MODEL_LIST, ProbeResult, failure, listed_models, probes
 from components.hostops.host_resource import HostProvider, HostResource
 from components.hostops.ssh import RemoteError, Session, bearer_headers, wait_until
 from spear import tokens
@@ -38,8 +38,7 @@ class VerificationFailed(RemoteError):
     """A probe failed; the message names the endpoint, the probe, the reason and what was seen."""
 
     def __init__(self, endpoint: str, result: ProbeResult) -> None:
-        super().__init__(f"endpoint {endpoint}: {result.name} probe failed: {result.reason}"
-                         f" ({result.detail})")
+        super().__init__(failure(endpoint, result))
         self.result = result
 
 

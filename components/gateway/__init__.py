@@ -24,7 +24,7 @@ from components.gateway.database import (LocalDatabase, LocalDatabaseArgs, Migra
 from components.gateway.install import LitellmInstall, LitellmInstallArgs
 from components.gateway.keys import GatewayKey, GatewayKeyArgs
 from components.gateway.offline_engine import bundle_key
-from components.gateway.render import (DATABASE_URL_ENV, FRONTIER_KEY_ENV, HOOK_FILES,
+from components.gateway.render import (DATABASE_URL_ENV, FRONTIER_KEY_ENV, HOOK_FILES, config_facts,
                                        MASTER_KEY_ENV, Route, hooks_digest,
                                        render_config, render_env, render_tunnel_unit, render_unit,
                                        upstream_key_env)
@@ -36,7 +36,7 @@ from components.vllm_fleet import Track
 from config.types import EXTERNAL_DATABASE, FLEET_UPSTREAM, OFFLINE_ENGINE, Backend, Developer
 from config.types import Gateway as GatewayConfig
 from spear import harness, tokens
-from spear.rules import (CODER_MODEL, FRONTIER_MODEL, GATEWAY_UNIT, SYSTEM_SLICE, ring_routes,
+from spear.rules import (CODER_MODEL, GATEWAY_UNIT, SYSTEM_SLICE, ring_routes,
                          tunnel_unit)
 
 
@@ -77,17 +77,69 @@ class Upstream:
     after: list[pulumi.Resource]  # what must be up first (the endpoint's component)
 
 
+def fleet_route(track: str) -> str:
+    return f"vllm-{track}"
+
+
 @dataclass
 class FleetRoutes:
-    """The Kubernetes fleet as `coder`'s upstream: a route per track."""
+    """The Kubernetes fleet as `coder`'s upstream: a route per track, at its Service."""
     tracks: list[Track]
     api_key: pulumi.Input[str]  # secret: what vLLM demands
     priority: bool  # vLLM schedules by priority: the hook stamps `priority`
     cache_salt_scope: str  # team or developer (vllmFleet.tenancy.cacheSalt)
 
+    def routes(self) -> list[pulumi.Output[Route]]:
+        return [pulumi.Output.from_input(track.address).apply(
+            lambda address, t=track: Route(
+                fleet_route(t.name), f"http://{address}:{t.port}/v1", t.served_model, True,
+                track=t.name, cache_salt=True, priority=self.priority))
+            for track in self.tracks]
 
-def fleet_route(track: str) -> str:
-    return f"vllm-{track}"
+    def keys(self) -> dict[str, pulumi.Input[str]]:
+        """The env var of each route's key (render.upstream_key_env) -> vLLM's key."""
+        return {upstream_key_env(fleet_route(t.name)): self.api_key for t in self.tracks}
+
+    def route_tracks(self) -> dict[str, str]:
+        """Route -> track, for the rings (spear.rules.ring_routes)."""
+        return {fleet_route(t.name): t.name for t in self.tracks}
+
+
+@dataclass
+class DeveloperAccess:
+    """What each developer leaves `up` with: a key on the gateway, and the seed's smoke test
+    through the gateway with it, asked until every route of the key's ring answered."""
+    keys: dict[str, GatewayKey]
+    smoke_tests: dict[str, GatewaySmokeTest]
+    harnesses: dict[str, pulumi.Output]
+
+    @classmethod
+    def make(cls, parent: pulumi.Resource, name: str, *, vantage: dict[str, Any], address: str,
+             port: int, url: str, master_key: pulumi.Input[str], database: pulumi.Input[str],
+             developers: dict[str, Developer], route_tracks: dict[str, str | None],
+             started_at: pulumi.Input[Any], after: list[pulumi.Resource]) -> DeveloperAccess:
+        """`vantage`: {"connection": the gateway host's login} or {"cluster": its Service's}."""
+        keys = {dev: GatewayKey(f"{name}-key-{dev}", GatewayKeyArgs(
+            **vantage, address=address, port=port, master_key=master_key, developer=developer,
+            database=database,
+        ), pulumi.ResourceOptions(parent=parent, depends_on=after))
+            for dev, developer in developers.items()}
+        smoke_tests = {dev: GatewaySmokeTest(f"{name}-smoke-{dev}", SmokeTestArgs(
+            **vantage, port=port, address=address, model=CODER_MODEL, api_key=key.key,
+            triggers={"started_at": started_at},
+            routes=ring_routes(developers[dev].ring, route_tracks),
+        ), pulumi.ResourceOptions(parent=parent, depends_on=[key])) for dev, key in keys.items()}
+        harnesses = {dev: pulumi.Output.secret(key.key).apply(
+            lambda k: harness.wiring(url, k, CODER_MODEL)) for dev, key in keys.items()}
+        return cls(keys, smoke_tests, harnesses)
+
+    def outputs(self) -> dict[str, Any]:
+        return {
+            "smoke_tests": {dev: test.summary for dev, test in self.smoke_tests.items()},
+            "served_by": {dev: test.served_by for dev, test in self.smoke_tests.items()},
+            "keys": {dev: {"spend": key.spend, "budget_reset_at": key.budget_reset_at}
+                     for dev, key in self.keys.items()},
+        }
 
 
 @dataclass
@@ -165,11 +217,9 @@ class Gateway(pulumi.ComponentResource):
                 triggers={"pair": track.pair, "generation": track.generation},
                 settle_seconds=track.settle_seconds,
             ), pulumi.ResourceOptions(parent=self, depends_on=track.after))
-            routes.append(pulumi.Output.from_input(track.address).apply(
-                lambda address, t=track, r=route: Route(
-                    r, f"http://{address}:{t.port}/v1", t.served_model, True, track=t.name,
-                    cache_salt=True, priority=fleet.priority)))
-            env[upstream_key_env(route)] = fleet.api_key
+        if fleet:
+            routes.extend(fleet.routes())
+            env.update(fleet.keys())
         proofs = [r for p in self.fleet_proofs.values() for r in (p.verification, p.smoke_test)]
         upstream_names = [*args.upstreams, *([FLEET_UPSTREAM] if fleet else [])]
 
@@ -180,10 +230,7 @@ class Gateway(pulumi.ComponentResource):
             path=posixpath.join(runtime, "config", "config.yaml"),
             content=config_text,
             # For policies and reviewers: what `coder` routes to and what the hatch may spend.
-            facts={"upstreams": upstream_names, "litellm_version": cfg.litellm_version,
-                   "hatch": {"from": CODER_MODEL, "to": FRONTIER_MODEL,
-                             "monthly_cap_usd": cfg.hatch.monthly_cap_usd,
-                             "alert_usd": cfg.hatch.alert_usd},
+            facts={**config_facts(cfg, upstream_names),
                    "binds": [{"host": cfg.ssh.address, "address": cfg.host, "port": cfg.port,
                               "what": "the LiteLLM gateway"}]},
         ), pulumi.ResourceOptions(parent=self, depends_on=proofs))
@@ -228,21 +275,14 @@ class Gateway(pulumi.ComponentResource):
 
         # One key per developer, then the seed's smoke test through the gateway with each key:
         # every developer leaves `up` with a key that works.
-        after_service = pulumi.ResourceOptions(parent=self, depends_on=[self.service])
-        self.keys = {dev: GatewayKey(f"{name}-key-{dev}", GatewayKeyArgs(
-            connection=connection, address=cfg.host, port=cfg.port, master_key=args.master_key,
-            developer=developer, database=database,
-        ), after_service) for dev, developer in args.developers.items()}
-        tracks = {**{endpoint: None for endpoint in args.upstreams},
-                  **{fleet_route(t.name): t.name for t in (fleet.tracks if fleet else [])}}
-        self.smoke_tests = {dev: GatewaySmokeTest(f"{name}-smoke-{dev}", SmokeTestArgs(
-            connection=connection, port=cfg.port, address=cfg.host, model=CODER_MODEL,
-            api_key=key.key, triggers={"started_at": self.service.started_at},
-            routes=ring_routes(args.developers[dev].ring, tracks),
-        ), pulumi.ResourceOptions(parent=self, depends_on=[key])) for dev, key in self.keys.items()}
         url = f"http://{cfg.host}:{cfg.port}"
-        self.harnesses = {dev: pulumi.Output.secret(key.key).apply(
-            lambda k, d=dev: harness.wiring(url, k, CODER_MODEL)) for dev, key in self.keys.items()}
+        self.access = DeveloperAccess.make(
+            self, name, vantage={"connection": connection}, address=cfg.host, port=cfg.port,
+            url=url, master_key=args.master_key, database=database, developers=args.developers,
+            route_tracks={**{endpoint: None for endpoint in args.upstreams},
+                          **(fleet.route_tracks() if fleet else {})},
+            started_at=self.service.started_at, after=[self.service])
+        self.harnesses = self.access.harnesses
 
         self.outputs: dict[str, Any] = {
             "url": url,
@@ -253,10 +293,7 @@ class Gateway(pulumi.ComponentResource):
                              for track, proof in self.fleet_proofs.items()},
             "migrations_applied": self.migrations.applied,
             "database": "local" if local_db else "external",
-            "smoke_tests": {dev: test.summary for dev, test in self.smoke_tests.items()},
-            "served_by": {dev: test.served_by for dev, test in self.smoke_tests.items()},
-            "keys": {dev: {"spend": key.spend, "budget_reset_at": key.budget_reset_at}
-                     for dev, key in self.keys.items()},
+            **self.access.outputs(),
         }
         self.register_outputs(self.outputs)
 

@@ -1,5 +1,6 @@
 """A developer's virtual key on the gateway, as a resource on LiteLLM's key API
-(/work/shared/contracts/litellm-key-api.md), reached through the gateway host's SSH login.
+(/work/shared/contracts/litellm-key-api.md), reached through the gateway host's SSH login or, for
+a gateway in the cluster, the API server's proxy to its Service (components/hostops/kube_api.py).
 
 create = /key/generate; a budget, model or limit change = /key/update in place (the developer
 keeps the key); read = /key/info (refresh shows spend, and a budget changed by hand in the
@@ -24,7 +25,8 @@ import pulumi
 from pulumi.dynamic import DiffResult, ReadResult
 
 from components.hostops.host_resource import HostProvider, HostResource
-from components.hostops.ssh import NoAnswer, RemoteError, Session, bearer_headers
+from components.hostops.kube_api import vantage
+from components.hostops.ssh import NoAnswer, RemoteError, bearer_headers
 from config.types import Developer
 from spear import tokens
 
@@ -50,24 +52,25 @@ def key_metadata(developer: Developer) -> dict[str, str]:
 
 @dataclass
 class GatewayKeyArgs:
-    connection: pulumi.Input[dict]  # the gateway host's SSH login (secret)
+    connection: pulumi.Input[dict] | None  # the gateway host's SSH login (secret)
     address: str  # where the proxy listens on the gateway host
     port: int
     master_key: pulumi.Input[str]  # secret
     developer: Developer
     # Changes when the proxy was (re)installed: a new database means the key must be made again.
     database: pulumi.Input[str]
+    cluster: pulumi.Input[dict] | None = None  # instead of connection: the gateway's Service
 
 
 class KeyApi:
-    """LiteLLM's key endpoints on the gateway host, with the master key."""
+    """LiteLLM's key endpoints on the gateway, with the master key."""
 
     def __init__(self, props: dict[str, Any]) -> None:
         self.props = props
 
     def call(self, method: str, path: str, body: dict | None = None,
              ok: tuple[int, ...] = (200,)) -> tuple[int, dict]:
-        with Session(self.props["connection"]) as host:
+        with vantage(self.props) as host:
             status, raw = host.http(int(self.props["port"]), method, path,
                                     json.dumps(body).encode() if body is not None else b"",
                                     address=self.props["address"], timeout=60,
@@ -193,6 +196,7 @@ class GatewayKey(HostResource, module=tokens.DYNAMIC_MODULE, name=tokens.GATEWAY
         dev = args.developer
         super().__init__(GatewayKeyProvider(), name, {
             "connection": args.connection,
+            **({"cluster": args.cluster} if args.cluster else {}),
             "address": args.address,
             "port": args.port,
             "master_key": args.master_key,

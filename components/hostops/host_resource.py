@@ -63,10 +63,10 @@ class HostResource(Resource):
         outputs: Iterable[str] = (),
         secret_inputs: Iterable[str] = (),
     ) -> None:
-        # The connection holds the SSH key; secret_inputs name others (API keys), so that state
-        # keeps them encrypted whatever form they arrive in.
+        # The connection holds the SSH key, a cluster its kubeconfig; secret_inputs name others
+        # (API keys), so that state keeps them encrypted whatever form they arrive in.
         secret_outputs = pulumi.ResourceOptions(
-            additional_secret_outputs=["connection", *secret_inputs])
+            additional_secret_outputs=["connection", "cluster", *secret_inputs])
         super().__init__(
             provider,
             name,

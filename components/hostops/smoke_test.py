@@ -1,8 +1,5 @@
-"""The smoke test (seed 6.2.11) as a deploy check.
-
-One chat completion asks for exactly `SPEAR-BACKEND-OK`; a healthy server and backend contract
-answer with three parts: stop reason end_turn (finish_reason "stop"), exactly that text, and no
-tool calls. Anything else fails the update, showing all three parts. It runs again whenever
+"""The smoke test (seed 6.2.11; its request and judge in spear/smoke.py) as a deploy check:
+anything but `end_turn | SPEAR-BACKEND-OK | ()` fails the update, showing all three parts. It runs again whenever
 the service it checks was restarted.
 
 Through the gateway (`routes` given) it asks until every route the key reaches has answered
@@ -20,13 +17,10 @@ import pulumi
 from pulumi.dynamic import ReadResult
 
 from components.hostops.host_resource import HostProvider, HostResource
-from components.hostops.ssh import RemoteError, Session, bearer_headers
+from components.hostops.kube_api import vantage, vantage_name
+from components.hostops.ssh import RemoteError, bearer_headers
 from spear import tokens
-from spear.rules import SMOKE_ANSWER
-
-EXPECTED_TEXT = SMOKE_ANSWER
-SYSTEM_PROMPT = "Reply with exactly the token requested, nothing else."
-USER_PROMPT = f"Reply with exactly: {EXPECTED_TEXT}"
+from spear.smoke import EXPECTED_TEXT, judge, request_body
 
 # Who answered: LiteLLM's deployment id, and the serving pod's name as LiteLLM passes on the
 # provider's headers (the local serving image sets x-spear-standin-pod).
@@ -34,51 +28,10 @@ ROUTE_HEADER = "x-litellm-model-id"
 POD_HEADERS = ("llm_provider-x-spear-standin-pod", "x-spear-standin-pod")
 TRIES_PER_ROUTE = 10
 
-# OpenAI finish_reason -> the harness's stop reason (seed 6.2.7, 6.2.10).
-_STOP_REASONS = {"stop": "end_turn", "tool_calls": "tool_use", "length": "max_tokens",
-                 "content_filter": "refusal"}
-
-
-@dataclass(frozen=True)
-class SmokeResult:
-    stop_reason: str
-    text: str
-    tool_calls: tuple[str, ...]
-
-    @property
-    def passed(self) -> bool:
-        return self.stop_reason == "end_turn" and self.text == EXPECTED_TEXT and not self.tool_calls
-
-    def __str__(self) -> str:
-        calls = "(" + ", ".join(self.tool_calls) + ("," if len(self.tool_calls) == 1 else "") + ")"
-        return f"{self.stop_reason} | {self.text} | {calls}"
-
-
-def request_body(model: str) -> bytes:
-    return json.dumps({
-        "model": model,
-        "messages": [{"role": "system", "content": SYSTEM_PROMPT},
-                     {"role": "user", "content": USER_PROMPT}],
-        "stream": False,
-    }).encode()
-
-
-def judge(response: dict[str, Any]) -> SmokeResult:
-    """The three parts of an OpenAI-compatible chat completion."""
-    choice = (response.get("choices") or [{}])[0]
-    message = choice.get("message") or {}
-    finish = choice.get("finish_reason")
-    return SmokeResult(
-        stop_reason=_STOP_REASONS.get(finish, "other" if finish else "error"),
-        text=(message.get("content") or "").strip(),
-        tool_calls=tuple(call.get("function", {}).get("name", "?")
-                         for call in message.get("tool_calls") or ()),
-    )
-
 
 @dataclass
 class SmokeTestArgs:
-    connection: pulumi.Input[dict]
+    connection: pulumi.Input[dict] | None  # where the request starts: a host,
     port: int
     address: str = "127.0.0.1"
     model: pulumi.Input[str] = "spear"
@@ -86,6 +39,7 @@ class SmokeTestArgs:
     # Re-run whenever one of these changes (e.g. the service's start time).
     triggers: dict[str, pulumi.Input[Any]] | None = None
     routes: list[str] | None = None  # through the gateway: every route that must answer
+    cluster: pulumi.Input[dict] | None = None  # or a Service's cluster (kube_api.vantage)
 
 
 def served_by(headers: dict[str, str]) -> str:
@@ -98,12 +52,12 @@ class SmokeTestProvider(HostProvider):
     update_fields = ("triggers", "port", "address", "model", "api_key", "routes")
 
     def resource_id(self, props: dict[str, Any]) -> str:
-        return f"{props['connection']['host']}:{props['address']}:{props['port']}"
+        return f"{vantage_name(props)}:{props['address']}:{props['port']}"
 
     def apply(self, props: dict[str, Any], olds: dict[str, Any] | None) -> dict[str, Any]:
         routes = list(props.get("routes") or [])
         seen: dict[str, str] = {}  # route -> who served it
-        with Session(props["connection"]) as host:
+        with vantage(props) as host:
             for _ in range(max(1, TRIES_PER_ROUTE * len(routes))):
                 status, headers, body = host.http_exchange(
                     int(props["port"]), "POST", "/v1/chat/completions", request_body(props["model"]),
@@ -148,6 +102,7 @@ class SmokeTest(HostResource, module=tokens.DYNAMIC_MODULE, name=tokens.SMOKE_TE
             name,
             {
                 "connection": args.connection,
+                **({"cluster": args.cluster} if args.cluster else {}),
                 "port": args.port,
                 "address": args.address,
                 "model": args.model,

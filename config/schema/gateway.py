@@ -1,4 +1,5 @@
-"""`gateway`: the LiteLLM gateway of seed 001 steps 5-6, on a host spear-fleet logs in to.
+"""`gateway`: the LiteLLM gateway of seed 001 steps 5-6, on a host spear-fleet logs in to, or
+(`gateway.kubernetes`) as a Deployment of two or more replicas in the fleet's cluster.
 
 It holds every credential (`gatewayMasterKey`, `frontierApiKey`, `gatewayDatabaseUrl`: Pulumi
 secrets), routes `coder` to the fleet's declared endpoints, and escalates to `frontier` (the
@@ -12,14 +13,15 @@ import re
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from config.checker import (API_URL_TEXT, HOSTNAME, MISSING, NAME, NAME_TEXT, USER, Checker,
-                            absolute_dir, api_url, get, ip_address)
+from config.checker import (API_URL_TEXT, DNS_LABEL, DNS_LABEL_TEXT, HOSTNAME, MISSING, NAME,
+                            NAME_TEXT, USER, Checker, absolute_dir, api_url, get, ip_address)
 from config.schema.hosts import _private_key, ssh_key_entry
 from config.schema.runpod import _api_key
-from config.types import (DATABASE_LOCATIONS, EXTERNAL_DATABASE, FRONTIER_API_KEY,
+from config.types import (DATABASE_LOCATIONS, EXTERNAL_DATABASE, FLEET_UPSTREAM, FRONTIER_API_KEY,
                           GATEWAY_DATABASE_URL, GATEWAY_MASTER_KEY, LOCAL_DATABASE,
-                          OFFLINE_ENGINE, QUERY_ENGINES, ApiKey, Gateway, GatewayDatabase, Hatch,
-                          PackageSource, Pricing, SshTarget)
+                          OFFLINE_ENGINE, QUERY_ENGINES, ApiKey, Gateway, GatewayCluster,
+                          GatewayDatabase, Hatch, PackageSource, Pricing, SshTarget)
+from spear.rules import image_pin_problem
 
 KEYS = ("gateway", GATEWAY_MASTER_KEY, FRONTIER_API_KEY, GATEWAY_DATABASE_URL)
 OBJECT_KEYS = ("gateway",)
@@ -36,7 +38,14 @@ DEFAULT_PRICE = {"input": 0.5, "output": 2.0}
 # The frontier provider's list price for a Sonnet-class model, USD per million tokens.
 DEFAULT_HATCH_PRICE = {"input": 3.0, "output": 15.0}
 
-_KEYS = ("name", "ssh", "runtimeDir", "listen", "litellm", "database", "coder", "hatch")
+_KEYS = ("name", "ssh", "kubernetes", "runtimeDir", "listen", "litellm", "database", "coder",
+         "hatch")
+# gateway.kubernetes: the gateway in the fleet's cluster.
+_CLUSTER_KEYS = ("namespace", "replicas", "image", "venv", "serviceIP")
+_HOST_ONLY = ("ssh", "runtimeDir", "listen")  # settings of the gateway host
+DEFAULT_NAMESPACE = "spear-gateway"
+MIN_REPLICAS = 2  # one replica is the single gateway the cluster placement is there to avoid
+DEFAULT_VENV = "/opt/litellm/venv"  # where localhosts/gateway_image puts it
 _VERSION = re.compile(r"[0-9]+\.[0-9]+\.[0-9]+")
 _MODEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}")
 _DATABASE_URL = re.compile(r"postgres(ql)?://\S+")
@@ -77,8 +86,17 @@ def parse(check: Checker, value: Any, secret_values: Mapping[str, Any], ssh_keys
     if name in taken_names:
         check.fail("gateway.name", name, "a name no inference host, pod or REDS endpoint has:"
                    " sshPrivateKeys.<name> holds one key")
-    ssh = _ssh(check, name or DEFAULT_NAME, get(gateway, "ssh"),
-               ssh_key_entry(ssh_keys_value, name or DEFAULT_NAME))
+    in_cluster = get(gateway, "kubernetes") is not MISSING
+    cluster = ssh = None
+    if in_cluster:
+        for key in _HOST_ONLY:
+            if get(gateway, key) is not MISSING:
+                check.report(f"gateway.{key}", "a setting of the gateway host",
+                             "nothing with gateway.kubernetes (the gateway runs in the cluster)")
+        cluster = _cluster(check, get(gateway, "kubernetes"))
+    else:
+        ssh = _ssh(check, name or DEFAULT_NAME, get(gateway, "ssh"),
+                   ssh_key_entry(ssh_keys_value, name or DEFAULT_NAME))
     runtime_dir = check.text("gateway.runtimeDir", get(gateway, "runtimeDir"), absolute_dir,
                              "an absolute path other than / (letters, digits, '._+-/')",
                              default="/opt/spear-gateway")
@@ -91,14 +109,16 @@ def parse(check: Checker, value: Any, secret_values: Mapping[str, Any], ssh_keys
     version, packages = _litellm(check, get(gateway, "litellm"))
     # Whether the stack set the URL at all: a malformed one is reported once, as malformed.
     database = _database(check, get(gateway, "database"),
-                         secret_values[GATEWAY_DATABASE_URL] is not MISSING)
+                         secret_values[GATEWAY_DATABASE_URL] is not MISSING, in_cluster)
     upstreams, retries, timeout, pricing = _coder(check, get(gateway, "coder"), endpoint_names,
-                                                  keyless)
+                                                  keyless, in_cluster)
     hatch = _hatch(check, get(gateway, "hatch"))
     if not check.clean_since(start):
         return None, given
-    return Gateway(name, ssh, runtime_dir, host, port, version, packages, database, upstreams,
-                   retries, timeout, pricing, hatch), given
+    return Gateway(name=name, ssh=ssh, runtime_dir=runtime_dir, host=host, port=port,
+                   litellm_version=version, packages=packages, database=database,
+                   upstreams=upstreams, num_retries=retries, request_timeout=timeout,
+                   pricing=pricing, hatch=hatch, kubernetes=cluster), given
 
 
 def _secret(check: Checker, name: str, value: Any, required: bool) -> ApiKey | None:
@@ -129,6 +149,31 @@ def _ssh(check: Checker, name: str, value: Any, secret_key: Any) -> SshTarget | 
     return SshTarget(host, port, user, key)
 
 
+def _cluster(check: Checker, value: Any) -> GatewayCluster | None:
+    start = check.mark()
+    cluster = check.obj("gateway.kubernetes", value, _CLUSTER_KEYS)
+    if cluster is None:
+        return None
+    namespace = check.pattern("gateway.kubernetes.namespace", get(cluster, "namespace"),
+                              DNS_LABEL, DNS_LABEL_TEXT, default=DEFAULT_NAMESPACE)
+    replicas = check.integer("gateway.kubernetes.replicas", get(cluster, "replicas"),
+                             MIN_REPLICAS, 50, default=MIN_REPLICAS)
+    image = check.text("gateway.kubernetes.image", get(cluster, "image"),
+                       lambda v: None if image_pin_problem(v) else v,
+                       "an image that pins LiteLLM: a version tag (not latest) or an @sha256"
+                       " digest, holding litellm.version's LiteLLM, python3, bash and psql")
+    venv = check.text("gateway.kubernetes.venv", get(cluster, "venv"), absolute_dir,
+                      "the absolute path of the image's LiteLLM virtualenv", default=DEFAULT_VENV)
+    service_ip = None
+    if get(cluster, "serviceIP") is not MISSING:
+        service_ip = check.text("gateway.kubernetes.serviceIP", get(cluster, "serviceIP"),
+                                ip_address, "an IP address in the cluster's Service range")
+    if not check.clean_since(start):
+        return None
+    return GatewayCluster(namespace=namespace, replicas=replicas, image=image, venv=venv,
+                          service_ip=service_ip)
+
+
 def _litellm(check: Checker, value: Any) -> tuple[str | None, PackageSource | None]:
     litellm = check.obj("gateway.litellm", value, ("version", "indexUrl", "wheelhouse"),
                         required=False)
@@ -152,13 +197,20 @@ def _litellm(check: Checker, value: Any) -> tuple[str | None, PackageSource | No
     return version, PackageSource(url, None) if url else None
 
 
-def _database(check: Checker, value: Any, has_url: bool) -> GatewayDatabase | None:
+def _database(check: Checker, value: Any, has_url: bool, in_cluster: bool
+              ) -> GatewayDatabase | None:
     database = check.obj("gateway.database", value, ("location", "port", "queryEngine"),
                          required=False)
     if database is None:
         return None
     location = check.choice("gateway.database.location", get(database, "location"),
-                            DATABASE_LOCATIONS, default=LOCAL_DATABASE)
+                            DATABASE_LOCATIONS,
+                            default=EXTERNAL_DATABASE if in_cluster else LOCAL_DATABASE)
+    if in_cluster and location == LOCAL_DATABASE:
+        check.fail("gateway.database.location", location,
+                   "external with gateway.kubernetes: the replicas share one PostgreSQL the"
+                   " cluster reaches (gatewayDatabaseUrl)")
+        return None
     port = check.port("gateway.database.port", get(database, "port"), DEFAULT_DATABASE_PORT)
     engine = check.choice("gateway.database.queryEngine", get(database, "queryEngine"),
                           QUERY_ENGINES, default=OFFLINE_ENGINE)
@@ -175,7 +227,7 @@ def _database(check: Checker, value: Any, has_url: bool) -> GatewayDatabase | No
 
 
 def _coder(check: Checker, value: Any, endpoint_names: Collection[str],
-           keyless: Collection[str]
+           keyless: Collection[str], in_cluster: bool
            ) -> tuple[tuple[str, ...], int | None, int | None, Pricing | None]:
     coder = check.obj("gateway.coder", value, ("upstreams", "numRetries", "requestTimeout",
                                                 "pricePerMillionTokensUsd"))
@@ -191,6 +243,11 @@ def _coder(check: Checker, value: Any, endpoint_names: Collection[str],
         for i, name in enumerate(names):
             if name not in endpoint_names:
                 check.fail(f"gateway.coder.upstreams[{i}]", name, allowed)
+            elif in_cluster and name != FLEET_UPSTREAM:
+                check.fail(f"gateway.coder.upstreams[{i}]", name,
+                           f"{FLEET_UPSTREAM} only with gateway.kubernetes: inference hosts,"
+                           " pods and REDS endpoints are reached through the gateway host's SSH"
+                           " tunnels")
             elif name in keyless:
                 check.fail(f"gateway.coder.upstreams[{i}]", name,
                            f"an endpoint with a key the gateway host can use for its tunnel:"

@@ -17,7 +17,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from config.checker import MISSING, Checker, get, ip_address
+from config.checker import DNS_LABEL, DNS_LABEL_TEXT, MISSING, Checker, get, ip_address
 from config.types import (ACCESS_MODES, AMBIENT, CACHE_SALT_SCOPES, AgentSandbox, Alerts, Canary,
                           EgressTarget, GateRecord, Kubeconfig, ModelCache, ServingPair, Vllm,
                           VllmFleet)
@@ -40,9 +40,6 @@ _PAIR_KEYS = ("tag", "digest", "model", "revision")
 _RECORD_KEYS = ("pin", "toolCalls", "pairedEval", "latency")
 _ALERT_KEYS = ("preemptionsPerHour", "ttftP95Seconds", "prefixCacheHitRateMin",
                "hatchEscalationsPerHour", "hatchSpendAlertUsd", "hatchCapUsd")
-# A DNS-1123 label: what Kubernetes allows as a namespace name.
-_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
-_LABEL_TEXT = "a DNS-1123 label (lowercase letters, digits, '-'; at most 63)"
 _SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
 _QUANTITY = re.compile(r"[1-9][0-9]*(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?")
 _CONTEXT = re.compile(r"[A-Za-z0-9][A-Za-z0-9@._:/-]*")
@@ -90,7 +87,7 @@ def parse(check: Checker, value: Any, kubeconfig_secret: Any) -> VllmFleet | Non
     records = _records(check, f"{k}.rolloutGate", get(fleet, "rolloutGate"))
     result = VllmFleet(
         kubeconfig=kubeconfig,
-        namespace=check.pattern(f"{k}.namespace", get(fleet, "namespace"), _LABEL, _LABEL_TEXT,
+        namespace=check.pattern(f"{k}.namespace", get(fleet, "namespace"), DNS_LABEL, DNS_LABEL_TEXT,
                                 default="vllm"),
         image=check.text(f"{k}.image", get(fleet, "image"), _repository,
                          "an image repository without tag or digest (stable.tag and"
@@ -264,7 +261,7 @@ def _agent_sandbox(check: Checker, key: str, value: Any) -> AgentSandbox | None:
     mirrors = check.named_map(f"{key}.mirrors", get(sandbox, "mirrors"), "a package mirror",
                               required=False)
     result = AgentSandbox(
-        namespace=check.pattern(f"{key}.namespace", get(sandbox, "namespace"), _LABEL, _LABEL_TEXT,
+        namespace=check.pattern(f"{key}.namespace", get(sandbox, "namespace"), DNS_LABEL, DNS_LABEL_TEXT,
                                 default="agents"),
         gateway=_target(check, f"{key}.gateway", "gateway", get(sandbox, "gateway")),
         mirrors=tuple(_target(check, f"{key}.mirrors.{name}", name, item)

@@ -1,6 +1,7 @@
 """`coder` routes only to the endpoints the stack declares, each through its own tunnel.
 
-What is checked, all of it known at preview: the GatewayConfig resource's `upstreams` names only
+What is checked, all of it known at preview: the gateway config's `upstreams` (on a host or in
+the cluster: policies/common.py::gateway_config_view) names only
 endpoints declared in the stack (inference hosts, RunPod endpoints and REDS endpoints: their
 component resources, by name); every upstream has its GatewayTunnel unit
 (spear-tunnel-<endpoint>.service) whose health port is the backend's client port; and every
@@ -18,7 +19,8 @@ import re
 from pulumi_policy import (EnforcementLevel, ReportViolation, StackValidationArgs,
                            StackValidationPolicy)
 
-from policies.common import gateway_config, unknown_is_violation
+from policies.common import (GatewayConfigView, gateway_config, gateway_config_view,
+                             unknown_is_violation)
 from spear import tokens
 from spear.fleet import APP, TRACK
 from spear.rules import CODER_MODEL, tunnel_unit
@@ -48,24 +50,24 @@ def coder_routes_declared_endpoints(args: StackValidationArgs, report: ReportVio
                 spec = r.props.get("spec") or {}
                 services.setdefault(str(labels[TRACK]), set()).update(
                     f"http://{spec.get('clusterIP')}:{int(port['port'])}/v1" for port in spec.get("ports") or [])
-        for config_file in (r for r in args.resources
-                            if r.resource_type == tokens.GATEWAY_CONFIG.type):
-            _check(config_file, declared, tunnels, services, report)
+        for view in (gateway_config_view(r.resource_type, r.props, r.name) for r in args.resources):
+            if view is not None:
+                _check(view, declared, tunnels, services, report)
 
 
-def _check(config_file, declared: list[str], tunnels: dict[str, int], services: dict[str, set[str]],
-           report: ReportViolation) -> None:
-    upstreams = [str(name) for name in config_file.props["upstreams"]]
+def _check(view: GatewayConfigView, declared: list[str], tunnels: dict[str, int],
+           services: dict[str, set[str]], report: ReportViolation) -> None:
+    upstreams = [str(name) for name in view.facts["upstreams"]]
     fix = (" Fix: name only declared endpoints in gateway.coder.upstreams (declared: "
            + (", ".join(declared) or "none") + ") and let spear-fleet render config.yaml.")
     for name in upstreams:
         if name not in declared:
-            report(f"{SEED}: {config_file.name} routes {CODER_MODEL} to {name!r}, which the stack"
+            report(f"{SEED}: {view.name} routes {CODER_MODEL} to {name!r}, which the stack"
                    " does not declare." + fix)
         elif name != FLEET_UPSTREAM and tunnel_unit(name) not in tunnels:
-            report(f"{SEED}: {config_file.name} routes {CODER_MODEL} to {name!r} but the gateway"
+            report(f"{SEED}: {view.name} routes {CODER_MODEL} to {name!r} but the gateway"
                    f" has no {tunnel_unit(name)} reaching it." + fix)
-    config = gateway_config(config_file.props["content"])
+    config = gateway_config(view.content)
     for i, model in enumerate(config.get("model_list") or []):
         if model.get("model_name") != CODER_MODEL:
             continue

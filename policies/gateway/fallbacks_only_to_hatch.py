@@ -5,16 +5,15 @@ has none: the hatch hook (spear/rules.py::HATCH_CALLBACK) gives each `coder` req
 to `frontier` itself, lets it reach the frontier only when the fleet answered 429 or 5xx or did
 not answer, and holds it against the monthly cap. Any fallback in config.yaml (to any model, a
 default, context-window or content-policy one) would escalate client errors past it; without the
-hook there is no hatch (and no budget that holds). The GatewayConfig's `hatch` fact says the route.
+hook there is no hatch (and no budget that holds). The gateway config's `hatch` fact (on either
+placement: policies/common.py::gateway_config_view) says the route.
 """
 
 from __future__ import annotations
 
-from pulumi_policy import (EnforcementLevel, ReportViolation, ResourceValidationArgs,
-                           ResourceValidationPolicy)
+from pulumi_policy import EnforcementLevel, ReportViolation, ResourceValidationPolicy
 
-from policies.common import for_type, gateway_config
-from spear import tokens
+from policies.common import GatewayConfigView, for_gateway_config, gateway_config
 from spear.rules import CODER_MODEL, FRONTIER_MODEL, HATCH_CALLBACK
 
 SEED = ("seed 001 step 5 (the frontier hatch is for 429 and 5xx only: a client error that"
@@ -26,9 +25,9 @@ FIX = (f" Fix: let spear-fleet render config.yaml: no LiteLLM fallbacks, and {HA
        f" litellm_settings.callbacks, which escalates {CODER_MODEL} to {FRONTIER_MODEL}.")
 
 
-@for_type(tokens.GATEWAY_CONFIG)
-def fallbacks_only_to_hatch(args: ResourceValidationArgs, report: ReportViolation) -> None:
-    config = gateway_config(args.props["content"])
+@for_gateway_config
+def fallbacks_only_to_hatch(view: GatewayConfigView, report: ReportViolation) -> None:
+    config = gateway_config(view.content)
     router, litellm = config.get("router_settings") or {}, config.get("litellm_settings") or {}
     found = [f"{section}.{name}: {settings[name]!r}"
              for section, settings in (("router_settings", router), ("litellm_settings", litellm))
@@ -40,7 +39,7 @@ def fallbacks_only_to_hatch(args: ResourceValidationArgs, report: ReportViolatio
         report(f"{SEED}: config.yaml does not load {HATCH_CALLBACK} (litellm_settings.callbacks),"
                f" so nothing escalates {CODER_MODEL} to {FRONTIER_MODEL} on 429/5xx and no"
                " budget holds." + FIX)
-    hatch = args.props["hatch"]
+    hatch = view.facts["hatch"]
     if (hatch["from"], hatch["to"]) != (CODER_MODEL, FRONTIER_MODEL):
         report(f"{SEED}: the gateway's hatch goes from {hatch['from']!r} to {hatch['to']!r}, not"
                f" from {CODER_MODEL} to {FRONTIER_MODEL}." + FIX)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from pulumi_policy import (EnforcementLevel, ReportViolation, ResourceValidationArgs,
                            ResourceValidationPolicy)
 
-from policies.common import for_type, gateway_config
+from policies.common import GatewayConfigView, for_gateway_config, for_type, gateway_config
 from spear import tokens
 
 SEED = ("seed 001 step 5 (the gateway holds every credential: the master key and the provider"
@@ -44,9 +44,9 @@ def _secret_properties(token: tokens.Token):
 _CHECKS = [_secret_properties(token) for token in _SECRET_PROPERTIES]
 
 
-@for_type(tokens.GATEWAY_CONFIG)
-def _config_names_credentials_only(args: ResourceValidationArgs, report: ReportViolation) -> None:
-    config = gateway_config(args.props["content"])
+@for_gateway_config
+def _config_names_credentials_only(view: GatewayConfigView, report: ReportViolation) -> None:
+    config = gateway_config(view.content)
     general = config.get("general_settings") or {}
     plain = [f"general_settings.{name}" for name in ("master_key", "database_url")
              if name in general and not str(general[name]).startswith(ENV_PREFIX)]

@@ -1,13 +1,12 @@
-"""The hatch's spend alert fires before its cap shuts it: the GatewayConfig's `hatch` fact (what
-config.yaml's hatch hook is given) has 0 < alert_usd < monthly_cap_usd."""
+"""The hatch's spend alert fires before its cap shuts it: the gateway config's `hatch` fact (what
+config.yaml's hatch hook is given, on a host or in the cluster) has 0 < alert_usd <
+monthly_cap_usd."""
 
 from __future__ import annotations
 
-from pulumi_policy import (EnforcementLevel, ReportViolation, ResourceValidationArgs,
-                           ResourceValidationPolicy)
+from pulumi_policy import EnforcementLevel, ReportViolation, ResourceValidationPolicy
 
-from policies.common import for_type
-from spear import tokens
+from policies.common import GatewayConfigView, for_gateway_config
 
 SEED = ('seed 001 step 5 and "Budget hygiene" (the hatch has a hard monthly cap, and someone'
         " hears of it before it is reached)")
@@ -17,9 +16,9 @@ def _usd(value: object) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
-@for_type(tokens.GATEWAY_CONFIG)
-def hatch_alert_below_cap(args: ResourceValidationArgs, report: ReportViolation) -> None:
-    hatch = args.props["hatch"]
+@for_gateway_config
+def hatch_alert_below_cap(view: GatewayConfigView, report: ReportViolation) -> None:
+    hatch = view.facts["hatch"]
     cap, alert = _usd(hatch["monthly_cap_usd"]), _usd(hatch["alert_usd"])
     if cap is None or alert is None or not 0 < alert < cap:
         report(f"{SEED}: the gateway's hatch has alert_usd {hatch['alert_usd']!r} and"

@@ -7,9 +7,10 @@ import time
 
 import pytest
 
+from localhosts.litellm_venv import litellm_venv
 from spear.rules import CODER_MODEL, FRONTIER_MODEL
 from tests.support.frontier_standin import FrontierStandin
-from tests.support.litellm_proxy import ProxyError, litellm_venv
+from tests.support.litellm_proxy import ProxyError
 from tests.support.openai_upstream import OpenAIUpstream
 from tests.support.spear_gateway_proxy import (FRONTIER_KEY, gateway_config, metric,
                                                spear_proxy)

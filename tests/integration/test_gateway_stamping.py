@@ -13,9 +13,10 @@ import pytest
 
 from components.gateway.keys import key_metadata
 from config.types import Developer
+from localhosts.litellm_venv import litellm_venv
 from spear.rules import CODER_MODEL
 from tests.support.frontier_standin import FrontierStandin
-from tests.support.litellm_proxy import ProxyError, litellm_venv, migrate
+from tests.support.litellm_proxy import ProxyError, migrate
 from tests.support.openai_upstream import OpenAIUpstream
 from tests.support.postgres import postgres_database
 from tests.support.spear_gateway_proxy import FRONTIER_KEY, gateway_config, spear_proxy

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import yaml
 
-from components.hostops.smoke_test import EXPECTED_TEXT
+from spear.smoke import EXPECTED_TEXT
 from components.hostops.ssh import Session
 from spear.review import overall, parts
 from localhosts import llama_source, local_stack, tiny_model

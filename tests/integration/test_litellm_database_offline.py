@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.litellm_proxy import (LitellmProxy, ProxyError, litellm_venv, migrate,
-                                         offline_bundle_dir)
+from localhosts.litellm_venv import litellm_venv, offline_bundle_dir
+from tests.support.litellm_proxy import LitellmProxy, ProxyError, migrate
 from tests.support.openai_upstream import OpenAIUpstream
 from tests.support.postgres import postgres_database
 

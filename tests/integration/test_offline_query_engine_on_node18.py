@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from localhosts.litellm_venv import offline_bundle_dir
 from localhosts.rootfs import ensure_rootfs, extract_rootfs
-from tests.support.litellm_proxy import GATEWAY_DIR, offline_bundle_dir
+from tests.support.litellm_proxy import GATEWAY_DIR
 from tests.support.postgres import postgres_database
 
 ENGINE_PORT = 4118  # this helper's range (4100-4119)

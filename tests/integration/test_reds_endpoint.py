@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from components.endpoints.probes import COMPLETION, MODEL_LIST, TOOL_CALL
+from spear.probes import COMPLETION, MODEL_LIST, TOOL_CALL
 from components.hostops.ssh import SSH_CONFIG_ENV, Session
 from localhosts import local_stack, tiny_model
 from localhosts.host import HostInfo

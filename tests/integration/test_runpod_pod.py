@@ -18,8 +18,8 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from components.endpoints.probes import COMPLETION, MODEL_LIST, TOOL_CALL
-from components.hostops.smoke_test import EXPECTED_TEXT, judge, request_body
+from spear.probes import COMPLETION, MODEL_LIST, TOOL_CALL
+from spear.smoke import EXPECTED_TEXT, judge, request_body
 from components.hostops.ssh import Session
 from localhosts.host import host_status
 from spear.cache import cache_dir

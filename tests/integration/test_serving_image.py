@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from components.endpoints.probes import TOOL_CALL, probes
-from components.hostops.smoke_test import judge, request_body
+from spear.probes import TOOL_CALL, probes
+from spear.smoke import judge, request_body
 from localhosts.serving_image import build
 from spear.tool_calls import PARSER_NOT_CONFIGURED
 
@@ -267,3 +267,32 @@ def test_the_metrics_count_what_was_served(servers):
     assert after["vllm:prefix_cache_hits_total"] > before["vllm:prefix_cache_hits_total"]
     assert after["vllm:num_preemptions_total"] == 0
     assert after["vllm:num_requests_running"] == after["vllm:num_requests_waiting"] == 0
+
+
+def prove(routes: list[dict], tmp_path: Path) -> subprocess.CompletedProcess:
+    """hosts/gateway/spear_gateway/prove.py as a gateway pod's init container runs it: the hook
+    package and spear/ on its path, the fleet's key in its environment."""
+    path = tmp_path / "proofs.json"
+    path.write_text(json.dumps(routes))
+    repo = Path(__file__).resolve().parents[2]
+    return subprocess.run(["python3", "-m", "spear_gateway.prove", str(path)], capture_output=True,
+                          text=True, timeout=120, cwd=tmp_path, env={
+                              "PATH": os.environ["PATH"], "FLEET_KEY": KEY,
+                              "PYTHONPATH": f"{repo / 'hosts' / 'gateway'}:{repo}"})
+
+
+def route(name: str, port: int) -> dict:
+    return {"route": name, "api_base": f"http://127.0.0.1:{port}/v1", "served_model": SERVED,
+            "key_env": "FLEET_KEY"}
+
+
+def test_a_gateway_pod_proves_a_sound_route_and_refuses_to_start_on_the_parser_trap(servers,
+                                                                                    tmp_path):
+    sound = prove([route("vllm-stable", servers["fcfs"])], tmp_path)
+    assert (sound.returncode, sound.stdout) == (0, "spear-prove: vllm-stable: model-list,"
+                                                   " completion, tool-call, smoke test passed\n")
+    trapped = prove([route("vllm-stable", servers["fcfs"]),
+                     route("vllm-canary", servers["parser-trap"])], tmp_path)
+    assert trapped.returncode == 1
+    assert trapped.stderr.startswith(
+        f"spear-prove: endpoint vllm-canary: tool-call probe failed: {PARSER_NOT_CONFIGURED} (")

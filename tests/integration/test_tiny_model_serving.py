@@ -9,8 +9,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from components.endpoints.probes import READ_FILE_TOOL
-from components.hostops.smoke_test import SYSTEM_PROMPT
+from spear.probes import READ_FILE_TOOL
+from spear.smoke import SYSTEM_PROMPT
 from localhosts import tiny_model
 from tests.support.served_llama import free_port, llama_server, request
 

@@ -112,11 +112,8 @@ def fleet(kube_cluster, gateway_host, tmp_path_factory):
 
 
 def set_pair(project: Project, key: str, pair: dict[str, str] | None) -> None:
-    """Declare (or, with None, drop) vllmFleet.<key>, each value as text."""
-    subprocess.run(["pulumi", "config", "rm", "--path", "--stack", STACK, f"spear-fleet:vllmFleet.{key}",
-                    "--non-interactive"], cwd=project.dir, env=project.env, capture_output=True)
-    for name, value in (pair or {}).items():
-        project.set_config(STACK, f"vllmFleet.{key}.{name}", value)
+    """Declare (or, with None, drop) vllmFleet.<key>."""
+    project.set_object(STACK, f"vllmFleet.{key}", pair)
 
 
 def record_config(project: Project, name: str, record: dict[str, Any]) -> None:

@@ -116,6 +116,14 @@ class Project:
         self.pulumi("config", "set", "--path", "--stack", stack, f"spear-fleet:{path}", text,
                     "--type", kind)
 
+    def set_object(self, stack: str, path: str, values: dict[str, Any] | None) -> None:
+        """Declare (or, with None, drop) the object at `path`, each value as text."""
+        subprocess.run(["pulumi", "config", "rm", "--path", "--stack", stack,
+                        f"spear-fleet:{path}", "--non-interactive"], cwd=self.dir, env=self.env,
+                       capture_output=True)
+        for name, value in (values or {}).items():
+            self.set_config(stack, f"{path}.{name}", value)
+
     def preview(self, stack: str, *extra: str, check: bool = True) -> dict[str, Any]:
         result = self.pulumi("preview", "--stack", stack, "--json", *extra, check=False)
         if check and result.returncode != 0:

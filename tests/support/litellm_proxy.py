@@ -1,11 +1,12 @@
 """Real LiteLLM proxies on this machine for tests: installed through hosts/gateway/install-litellm.sh
-from the wheelhouse the gateway hosts get (one venv per version, cached under
-$SPEAR_CACHE/litellm/), migrated with hosts/gateway/migrate.sh, and run with a given config.yaml.
+from the wheelhouse the gateway hosts get (localhosts/litellm_venv.py: one venv per version, cached
+under $SPEAR_CACHE/litellm/), migrated with hosts/gateway/migrate.sh, and run with a given
+config.yaml.
 
 Two modes: config-only (no database: routing, master key, fallbacks, metrics) and database mode
 (PostgreSQL through Prisma's WebAssembly query engine, the offline engine the local stack uses).
 
-    venv = litellm_venv("1.91.1").path
+    venv = litellm_venv("1.91.1").path          # localhosts.litellm_venv
     migrate(venv, db.url)                       # database mode only
     with LitellmProxy(venv, config_yaml, port=4100, log_dir=tmp_path,
                       database_url=db.url) as proxy:   # no database_url: config-only
@@ -17,13 +18,10 @@ A start costs 40-70 s on two cores (mostly imports): share one proxy per test mo
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import signal
 import subprocess
-import tarfile
-import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -33,53 +31,12 @@ from typing import Any
 
 import pytest
 
-from components.gateway import offline_engine
-from localhosts.wheelhouse import ensure_wheelhouse
-from spear.cache import cache_dir
+from localhosts.litellm_venv import offline_bundle_dir
 
 REPO = Path(__file__).resolve().parents[2]
 GATEWAY_DIR = REPO / "hosts" / "gateway"
-INSTALL_SH = GATEWAY_DIR / "install-litellm.sh"
 MIGRATE_SH = GATEWAY_DIR / "migrate.sh"
 READY_WITHIN = 240.0
-
-
-def offline_bundle_dir() -> Path:
-    """The prisma-offline bundle (components/gateway/offline_engine.py makes the tarball the
-    gateway hosts get) unpacked once per key into $SPEAR_CACHE/prisma-offline/<key>/."""
-    tarball = offline_engine.bundle()
-    folder = tarball.with_name(tarball.name.removesuffix(".tar.gz"))
-    if (folder / "query-engine").exists():
-        return folder
-    with tempfile.TemporaryDirectory(dir=folder.parent, prefix=".unpack-") as tmp:
-        unpacked = Path(tmp) / "bundle"
-        with tarfile.open(tarball) as tar:
-            tar.extractall(unpacked)
-        with contextlib.suppress(OSError):  # another process got there first: theirs is whole
-            os.rename(unpacked, folder)
-    return folder
-
-
-@dataclass(frozen=True)
-class Timed:
-    path: Path
-    seconds: float
-
-
-def litellm_venv(version: str) -> Timed:
-    """LiteLLM `version` installed by install-litellm.sh with the offline engine, from the
-    wheelhouse (as on a gateway host without an index); a second call is a stat."""
-    start = time.monotonic()
-    wheelhouse = ensure_wheelhouse(version)
-    venv = cache_dir() / "litellm" / f"venv-{version}"
-    venv.parent.mkdir(parents=True, exist_ok=True)
-    with open(venv.parent / f".lock-{version}", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        subprocess.run([str(INSTALL_SH), "--venv", str(venv), "--version", version,
-                        "--wheelhouse", str(wheelhouse), "--engine", "offline",
-                        "--prisma-offline", str(offline_bundle_dir())],
-                       check=True, stdout=subprocess.PIPE, text=True)
-    return Timed(venv, time.monotonic() - start)
 
 
 @dataclass(frozen=True)

@@ -70,8 +70,11 @@ def _as_postgres(*cmd: str, cwd: Path) -> subprocess.CompletedProcess:
 
 
 @contextlib.contextmanager
-def postgres_database(name: str = "litellm", user: str = "litellm") -> Iterator[Database]:
-    """A fresh cluster with database `name` owned by the password role `user`."""
+def postgres_database(name: str = "litellm", user: str = "litellm", also_listen: str | None = None,
+                      clients: str | None = None) -> Iterator[Database]:
+    """A fresh cluster with database `name` owned by the password role `user`; `also_listen`: an
+    address besides 127.0.0.1 (the local cluster's node IP, for pods), `clients`: the network
+    allowed to log in there (with the password)."""
     ensure_server_installed()
     top = Path(tempfile.mkdtemp(prefix="spear-pg-"))
     top.chmod(0o755)
@@ -83,9 +86,13 @@ def postgres_database(name: str = "litellm", user: str = "litellm") -> Iterator[
     _as_postgres(str(PG_BIN / "initdb"), "-D", str(data), "--auth-local=trust", "--auth-host=scram-sha-256",
                  "-U", "postgres",
                  "--no-sync", "-E", "UTF8", "--locale", "C.UTF-8", cwd=top)
+    if clients:
+        with open(data / "pg_hba.conf", "a") as hba:
+            hba.write(f"host all all {clients} scram-sha-256\n")
+    listen = ",".join(["127.0.0.1", *([also_listen] if also_listen else [])])
     log = data / "server.log"
     _as_postgres(str(PG_BIN / "pg_ctl"), "-D", str(data), "-l", str(log), "-w", "-o",
-                 f"-c listen_addresses=127.0.0.1 -p {port} -k {data} -c fsync=off", "start",
+                 f"-c listen_addresses={listen} -p {port} -k {data} -c fsync=off", "start",
                  cwd=top)
     try:
         # The admin connects through the socket (trust); the role over TCP with its password.

@@ -20,7 +20,7 @@ from components.inference_host.llama_server_build import (BUILD_SCRIPT, LlamaSer
                                                           build_key)
 from components.inference_host.model_files import ModelFilesProvider, manifest_digest
 from components.hostops.remote_file import RemoteFileProvider
-from components.hostops.smoke_test import SmokeResult, judge
+from spear.smoke import SmokeResult, judge
 from components.hostops.ssh import RemoteError, Result, _ChannelConnection
 from components.hostops.systemd_unit import (SystemdUnitProvider, command_line_mismatch,
                                              observed_command_line, placement_ok)

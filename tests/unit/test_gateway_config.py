@@ -80,7 +80,7 @@ BAD = [
                            0),
      "gateway.coder.pricePerMillionTokensUsd.input", "an amount in USD greater than 0"),
     ("gateway-unknown-key", changed(gateway_raw(), (*GATEWAY, "fallbacks"), ["frontier"]),
-     "gateway.fallbacks", "one of name, ssh, runtimeDir, listen, litellm, database, coder, hatch"),
+     "gateway.fallbacks", "one of name, ssh, kubernetes, runtimeDir, listen, litellm, database, coder, hatch"),
     ("gateway-named-like-a-host", changed(gateway_raw(), (*GATEWAY, "name"), "reds"),
      "gateway.name", "a name no inference host, pod or REDS endpoint has"),
     ("gateway-ssh-missing", changed(gateway_raw(), (*GATEWAY, "ssh"), DELETE),

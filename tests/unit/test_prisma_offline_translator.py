@@ -9,7 +9,8 @@ import os
 import shutil
 import subprocess
 
-from tests.support.litellm_proxy import GATEWAY_DIR, offline_bundle_dir
+from localhosts.litellm_venv import offline_bundle_dir
+from tests.support.litellm_proxy import GATEWAY_DIR
 
 ENGINE_DIR = GATEWAY_DIR / "prisma-offline"
 

@@ -11,8 +11,9 @@ import pulumi
 import pytest
 from pulumi.runtime import rpc
 
-from components.endpoints import probes, verification
-from components.endpoints.probes import COMPLETION, MODEL_LIST, TOOL_CALL, judge_completion, judge_tool_call
+from components.endpoints import verification
+from spear import probes
+from spear.probes import COMPLETION, MODEL_LIST, TOOL_CALL, judge_completion, judge_tool_call
 from spear import tokens
 from tests.support.stack_files import RecordingMocks
 

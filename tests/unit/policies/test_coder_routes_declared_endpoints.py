@@ -1,3 +1,5 @@
+import json
+
 import yaml
 
 from policies.gateway.coder_routes_declared_endpoints import POLICY
@@ -114,3 +116,25 @@ def test_an_unknown_cluster_ip_cannot_pass():
     config = with_fleet_route("stable", "http://10.96.100.10:8000/v1")
     [message] = check_stack(POLICY, prod_stack(), [*gateway(config), fleet_service("stable", UNKNOWN)], FLEET)
     assert "can't be known during preview" in message
+
+
+def in_cluster(api_base: str):
+    """The gateway ConfigMap of a gateway in the cluster, routing coder to the fleet only."""
+    props = with_fleet_route("stable", api_base)
+    config = yaml.safe_load(props["content"])
+    config["model_list"] = config["model_list"][1:]  # no inference host: the fleet only
+    facts = {"upstreams": ["vllmFleet"], "litellm_version": props["litellm_version"],
+             "hatch": props["hatch"]}
+    return (tokens.K8S_CONFIG_MAP, {
+        "metadata": {"name": "spear-gateway-config",
+                     "labels": {"app.kubernetes.io/name": "spear-gateway"},
+                     "annotations": {"spear-fleet/facts": json.dumps(facts)}},
+        "data": {"config.yaml": yaml.safe_dump(config)}}, "gateway-config")
+
+
+def test_the_cluster_gateways_route_to_the_fleets_service_passes_and_another_address_does_not():
+    assert check_stack(POLICY, prod_stack(), [in_cluster("http://10.96.100.10:8000/v1"),
+                                              fleet_service("stable")], FLEET) == []
+    [message] = check_stack(POLICY, prod_stack(), [in_cluster("http://10.96.100.99:8000/v1"),
+                                                   fleet_service("stable")], FLEET)
+    assert "does not go to the fleet's stable Service" in message

@@ -71,6 +71,11 @@ class Probe:
         return b"" if self.body is None else json.dumps(self.body).encode()
 
 
+def failure(endpoint: str, result: ProbeResult) -> str:
+    """What a failed probe says: the endpoint, the probe, the reason and what was seen."""
+    return f"endpoint {endpoint}: {result.name} probe failed: {result.reason} ({result.detail})"
+
+
 def _shown(body: bytes) -> str:
     text = body.decode(errors="replace")
     return text if len(text) <= DETAIL_CHARS else text[:DETAIL_CHARS] + "..."

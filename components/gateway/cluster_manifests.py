@@ -1,0 +1,174 @@
+"""Pure renderers of the gateway's Kubernetes objects (gateway.kubernetes): typed config in,
+manifests out; no Pulumi. components/gateway/cluster.py registers them.
+
+The pods: an init container that proves every fleet route from the pod
+(hosts/gateway/spear_gateway/prove.py), then LiteLLM with config.yaml and the hook package from
+a ConfigMap and every credential from a Secret. A rolling update never takes a ready pod away
+before its successor proved its routes and answers (maxUnavailable 0): a route that fails its
+proof is never served, and the pods before it go on serving what they proved.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from components.gateway.render import HOOK_FILES
+from config.types import Gateway
+
+NAME = "spear-gateway"
+APP_LABEL = "app.kubernetes.io/name"
+LABELS = {APP_LABEL: NAME, "app.kubernetes.io/part-of": "spear-fleet"}
+SECRET = NAME  # the master key, the frontier key, the database URL, the fleet's key
+CONFIG_MAP = f"{NAME}-config"  # config.yaml, the hook package, the routes to prove
+MIGRATE_CONFIG_MAP = f"{NAME}-migrate"  # hosts/gateway/migrate.sh
+CONFIG_DIR = "/config"
+MIGRATE_DIR = "/migrate"
+PROOFS_FILE = "proofs.json"
+FACTS_ANNOTATION = "spear-fleet/facts"  # render.config_facts, as policies/common.py reads it
+UID = 1000
+# LiteLLM's start (imports, the Prisma client) takes 40-70 s on two cores: the startup probe
+# allows 5 minutes before liveness counts.
+STARTUP_SECONDS = 300
+PROBE_PERIOD = 5
+# How long the `up` waits for a rollout (every new pod's proof included) before failing.
+ROLLOUT_TIMEOUT_SECONDS = 900
+
+
+def config_key(path: str) -> str:
+    """A file's key in the ConfigMap (keys allow no '/': spear_gateway/budget.py ->
+    spear_gateway.budget.py)."""
+    return path.replace("/", ".")
+
+
+def config_data(config_yaml: str, proofs: list[dict[str, Any]]) -> dict[str, str]:
+    """The config ConfigMap's data: config.yaml, the hook files and the routes to prove."""
+    return {"config.yaml": config_yaml, PROOFS_FILE: json.dumps(proofs, indent=2),
+            **{config_key(remote): local.read_text() for remote, local in HOOK_FILES.items()}}
+
+
+def config_items() -> list[dict[str, str]]:
+    """Where each ConfigMap key lands under CONFIG_DIR (the hook package keeps its folders)."""
+    return [{"key": key, "path": key} for key in ("config.yaml", PROOFS_FILE)] + [
+        {"key": config_key(remote), "path": remote} for remote in HOOK_FILES]
+
+
+def digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _security() -> dict[str, Any]:
+    return {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]},
+            "runAsNonRoot": True, "runAsUser": UID, "runAsGroup": UID}
+
+
+def _environment() -> list[dict[str, str]]:
+    # HOME on the writable scratch folder: Prisma and LiteLLM write caches there.
+    return [{"name": "PYTHONPATH", "value": CONFIG_DIR}, {"name": "HOME", "value": "/tmp"},
+            {"name": "LITELLM_LOCAL_MODEL_COST_MAP", "value": "True"},
+            # The migrations Job applies the schema (migrate.sh); LiteLLM must not try.
+            {"name": "DISABLE_SCHEMA_UPDATE", "value": "true"}]
+
+
+def deployment(gateway: Gateway, rollout: dict[str, Any]) -> dict[str, Any]:
+    """The gateway's Deployment. `rollout`: pod-template annotations whose change rolls the pods
+    (the config's, the hooks' and the Secret's digests, each fleet track's generation: a track's
+    rollout makes every pod prove it again)."""
+    cluster = gateway.kubernetes
+    mounts = [{"name": "config", "mountPath": CONFIG_DIR, "readOnly": True},
+              {"name": "tmp", "mountPath": "/tmp"}]
+    credentials = [{"secretRef": {"name": SECRET}}]
+    http = {"port": gateway.port}
+    return {
+        "metadata": {"name": NAME, "namespace": cluster.namespace, "labels": LABELS,
+                     # cluster.py's GatewayRollout waits, and says why a pod does not serve.
+                     "annotations": {"pulumi.com/skipAwait": "true"}},
+        "spec": {
+            "replicas": cluster.replicas,
+            "selector": {"matchLabels": {APP_LABEL: NAME}},
+            "strategy": {"type": "RollingUpdate",
+                         "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
+            "template": {
+                "metadata": {"labels": LABELS,
+                             "annotations": {f"spear-fleet/{k}": v for k, v in rollout.items()}},
+                "spec": {
+                    "securityContext": {"runAsNonRoot": True, "runAsUser": UID,
+                                        "runAsGroup": UID},
+                    "initContainers": [{
+                        "name": "prove-routes", "image": cluster.image,
+                        "command": ["python3", "-m", "spear_gateway.prove",
+                                    f"{CONFIG_DIR}/{PROOFS_FILE}"],
+                        "env": _environment(), "envFrom": credentials, "volumeMounts": mounts,
+                        "securityContext": _security(),
+                        "terminationMessagePolicy": "FallbackToLogsOnError",
+                    }],
+                    "containers": [{
+                        "name": "litellm", "image": cluster.image,
+                        "command": [f"{cluster.venv}/bin/litellm", "--config",
+                                    f"{CONFIG_DIR}/config.yaml", "--host", "0.0.0.0",
+                                    "--port", str(gateway.port)],
+                        "env": _environment(), "envFrom": credentials, "volumeMounts": mounts,
+                        "ports": [{"name": "http", "containerPort": gateway.port}],
+                        "startupProbe": {"httpGet": {"path": "/health/liveliness", **http},
+                                         "periodSeconds": PROBE_PERIOD,
+                                         "failureThreshold": STARTUP_SECONDS // PROBE_PERIOD},
+                        "livenessProbe": {"httpGet": {"path": "/health/liveliness", **http},
+                                          "periodSeconds": 10, "failureThreshold": 3},
+                        # Readiness asks the database too: a pod that lost it takes no requests.
+                        "readinessProbe": {"httpGet": {"path": "/health/readiness", **http},
+                                           "periodSeconds": PROBE_PERIOD, "failureThreshold": 2},
+                        "securityContext": _security(),
+                    }],
+                    "volumes": [
+                        {"name": "config", "configMap": {"name": CONFIG_MAP,
+                                                         "items": config_items()}},
+                        {"name": "tmp", "emptyDir": {}},
+                    ],
+                },
+            },
+        },
+    }
+
+
+def service(gateway: Gateway) -> dict[str, Any]:
+    cluster = gateway.kubernetes
+    return {
+        "metadata": {"name": NAME, "namespace": cluster.namespace, "labels": LABELS},
+        "spec": {"selector": {APP_LABEL: NAME},
+                 "ports": [{"name": "http", "port": gateway.port, "targetPort": "http"}],
+                 **({"clusterIP": cluster.service_ip} if cluster.service_ip else {})},
+    }
+
+
+def migration_job(gateway: Gateway, migrate_sh: str) -> dict[str, Any]:
+    """migrate.sh against the shared database, once per (image, LiteLLM version, script): the
+    name carries them, so a LiteLLM bump is a new Job, run before any pod of the new version."""
+    cluster = gateway.kubernetes
+    key = digest(f"{cluster.image}\0{gateway.litellm_version}\0{migrate_sh}")[:10]
+    return {
+        "metadata": {"name": f"{NAME}-migrate-{key}", "namespace": cluster.namespace,
+                     "labels": LABELS},
+        "spec": {
+            "backoffLimit": 2,
+            "template": {
+                # Not the gateway's app label: the Service must never send a request here.
+                "metadata": {"labels": {**LABELS, APP_LABEL: f"{NAME}-migrate"}},
+                "spec": {
+                    "restartPolicy": "Never",
+                    "securityContext": {"runAsNonRoot": True, "runAsUser": UID,
+                                        "runAsGroup": UID},
+                    "containers": [{
+                        "name": "migrate", "image": cluster.image,
+                        "command": ["bash", f"{MIGRATE_DIR}/migrate.sh", "--venv", cluster.venv],
+                        "env": [{"name": "HOME", "value": "/tmp"}],
+                        "envFrom": [{"secretRef": {"name": SECRET}}],
+                        "volumeMounts": [{"name": "migrate", "mountPath": MIGRATE_DIR,
+                                          "readOnly": True}],
+                        "securityContext": _security(),
+                    }],
+                    "volumes": [{"name": "migrate", "configMap": {"name": MIGRATE_CONFIG_MAP}}],
+                },
+            },
+        },
+    }

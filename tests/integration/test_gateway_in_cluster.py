@@ -1,0 +1,270 @@
+"""The gateway in the fleet's cluster (gateway.kubernetes), on real parts: the session's local
+cluster (a real node), the gateway image (localhost/spear-fleet/litellm-gateway: LiteLLM 1.91.1
+with Prisma's WebAssembly engine), one PostgreSQL on this machine that both replicas share, the
+fleet's serving image behind its Service, the real engine and pulumi-kubernetes. In order:
+
+up runs migrate.sh as a Job, then two replicas that each proved the fleet's route before serving,
+makes every developer's key through the API server's proxy and answers each one's smoke test from
+the fleet's pod; a second up changes nothing; each replica serves with the keys of the shared
+database; a canary whose proof fails (the parser trap) stops the up at the first new pod, naming
+the probe, while the pods before it serve on; a key's budget holds across the replicas (requests alternating between them stop
+exactly where one ledger says the budget is spent, and a burst over both never overspends);
+destroy removes it all.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import urllib.error
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pytest
+import yaml
+
+from localhosts import gateway_image, kubenode
+from spear_gateway.pricing import Prices, worst_case_usd
+from tests.support.config_cases import CANARY_PAIR, STABLE_PAIR
+from tests.support.engine import REPO, Project, engine_env, without_inference_hosts
+from tests.support.kube import clear
+from tests.support.postgres import postgres_database
+from tests.support.stack_files import local_inference_hosts
+
+pytestmark = pytest.mark.kubernetes
+
+STACK = "incluster"
+MASTER_KEY = "sk-spear-incluster-master-5b1e"
+FRONTIER_KEY = "sk-ant-incluster-frontier-90af"
+API_KEY = "sk-incluster-vllm-0123456789"
+FLEET_NS, GATEWAY_NS = "vllm-gw-it", "gateway-it"
+STABLE_IP, CANARY_IP, GATEWAY_IP = "10.96.100.40", "10.96.100.41", "10.96.100.42"
+# The serving image's model whose chat template has no tool calls: the parser trap.
+TRAP_MODEL = "spear-fleet/tiny-no-tool-template"
+REPLICAS = 2
+PORT = 4000
+BUDGET = 10.0  # USD, for the two keys the budget tests spend
+# The budget tests' request, priced so that output is what costs: its worst case, 64 tokens at
+# $0.10, is 6.40 of the budget, and the fleet's answer of a few tokens a fraction of that, so
+# one request fits at a time and a few fit one after another.
+BODY = {"model": "coder", "max_tokens": 64,
+        "messages": [{"role": "user", "content": "Reply with exactly: SPEAR-BACKEND-OK"}]}
+INPUT_USD_PER_MILLION, OUTPUT_USD_PER_MILLION = 0.001, 100_000.0
+PRICES = Prices(INPUT_USD_PER_MILLION / 1e6, OUTPUT_USD_PER_MILLION / 1e6)
+DEVELOPERS = {"ana": {"team": "platform", "maxBudget": 50},
+              "dee": {"team": "platform", "maxBudget": BUDGET},
+              "eve": {"team": "research", "maxBudget": BUDGET}}
+BUDGET_REFUSALS = {"spear_budget_exceeded", "budget_exceeded"}
+
+
+def gateway_config() -> dict[str, Any]:
+    local = yaml.safe_load((REPO / "stacks" / "Pulumi.local.yaml").read_text())["config"]
+    gateway = {k: v for k, v in local["spear-fleet:gateway"].items()
+               if k not in ("ssh", "runtimeDir", "listen")}
+    image = gateway_image.ensure_image(gateway["litellm"]["version"])
+    gateway.update(
+        kubernetes={"namespace": GATEWAY_NS, "replicas": REPLICAS, "image": image.ref,
+                    "serviceIP": GATEWAY_IP},
+        database={"location": "external"})
+    gateway["coder"] = {**gateway["coder"], "upstreams": ["vllmFleet"],
+                        "pricePerMillionTokensUsd": {"input": INPUT_USD_PER_MILLION,
+                                                     "output": OUTPUT_USD_PER_MILLION}}
+    return gateway
+
+
+@pytest.fixture(scope="module")
+def stand(kube_cluster, tmp_path_factory):
+    """The stack, its database (on the node's address, so the pods reach it) and the cluster."""
+    client = kube_cluster.client()
+    clear(client, [FLEET_NS, GATEWAY_NS], [f"{FLEET_NS}-vllm-model-cache"])
+    gateway = gateway_config()
+    kubenode.import_images([gateway_image.ensure_image(gateway["litellm"]["version"]).archive])
+    workdir = tmp_path_factory.mktemp("incluster")
+    with postgres_database(also_listen=kubenode.NODE_IP, clients=kubenode.POD_CIDR) as db:
+        project = without_inference_hosts(workdir, engine_env())
+        key = workdir / "id_ed25519"
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
+        hosts = local_inference_hosts()
+        hosts["inferenceHosts"]["local"]["ssh"]["privateKeyPath"] = str(key)
+        project.new_stack(STACK, {
+            **hosts,
+            "gateway": gateway,
+            "developers": {name: {**extra, "budgetDuration": "30d"}
+                           for name, extra in DEVELOPERS.items()},
+            "vllmFleet": {
+                "kubeconfig": str(kube_cluster.kubeconfig), "namespace": FLEET_NS,
+                "image": "localhost/spear-fleet/vllm-standin", "servedModelName": "qwen3-coder-next",
+                "stable": STABLE_PAIR, "replicas": 1, "tensorParallelSize": 2,
+                "maxModelLen": 4096, "serviceIPs": {"stable": STABLE_IP},
+                "modelCache": {"size": "1Gi", "hostPath": str(workdir / "model-cache"),
+                               "accessMode": "ReadWriteOnce"},
+                "observability": {"hatchCapUsd": 500},
+            },
+        })
+        url = db.url.replace("@127.0.0.1:", f"@{kubenode.NODE_IP}:")
+        for name, value in (("gatewayMasterKey", MASTER_KEY), ("frontierApiKey", FRONTIER_KEY),
+                            ("vllmApiKey", API_KEY), ("gatewayDatabaseUrl", url)):
+            project.pulumi("config", "set", "--secret", "--stack", STACK, f"spear-fleet:{name}",
+                           value)
+        yield project, client, db
+        down = project.destroy(STACK)
+        assert down.ok, down.output[-6000:]
+        for path in (f"/api/v1/namespaces/{GATEWAY_NS}", f"/api/v1/namespaces/{FLEET_NS}"):
+            assert (client.get(path) or {}).get("status", {}).get("phase") in (None, "Terminating")
+
+
+def gateway_pods(client) -> list[dict[str, Any]]:
+    items = client.get(f"/api/v1/namespaces/{GATEWAY_NS}/pods?labelSelector="
+                       "app.kubernetes.io%2Fname%3Dspear-gateway")["items"]
+    return [p for p in items if p["status"].get("phase") == "Running"
+            and not p["metadata"].get("deletionTimestamp")]
+
+
+def keys(project: Project) -> dict[str, str]:
+    harnesses = project.outputs(STACK)["harnesses"]
+    return {dev: harnesses[dev]["qwen-code"]["env"]["OPENAI_API_KEY"] for dev in DEVELOPERS}
+
+
+def ask(pod_ip: str, key: str) -> tuple[int, dict[str, str], dict[str, Any]]:
+    """One `coder` chat completion from one replica, at its pod's address."""
+    request = urllib.request.Request(f"http://{pod_ip}:{PORT}/v1/chat/completions",
+                                     data=json.dumps(BODY).encode(), headers={
+                                         "Content-Type": "application/json",
+                                         "Authorization": f"Bearer {key}"})
+    try:
+        with urllib.request.urlopen(request, timeout=300) as answer:
+            return answer.status, {k.lower(): v for k, v in answer.getheaders()}, \
+                json.loads(answer.read())
+    except urllib.error.HTTPError as error:
+        return error.code, {}, json.loads(error.read() or b"{}")
+
+
+def refusal(answer: dict[str, Any]) -> str | None:
+    return (answer.get("error") or {}).get("type")
+
+
+def spent(db, key: str) -> float:
+    """The key's settled spend in the shared ledger (hosts/gateway/spear_gateway/pg_store.py)."""
+    nanos = db.psql("SELECT COALESCE(SUM(used_nanos), 0) FROM spear_gateway.spear_budget_keys k"
+                    " JOIN \"LiteLLM_VerificationToken\" t ON t.token = k.key"
+                    f" WHERE t.key_alias = '{key}'")
+    return int(nanos) / 1e9
+
+
+def in_flight(db) -> int:
+    return int(db.psql("SELECT count(*) FROM spear_gateway.spear_budget_requests WHERE NOT settled"))
+
+
+def test_up_runs_two_proven_replicas_on_one_database_and_every_developer_is_served_by_the_fleet(
+        stand):
+    project, client, db = stand
+    up = project.up(STACK)
+    assert up.ok, up.output[-8000:]
+    pods = gateway_pods(client)
+    assert len(pods) == REPLICAS and all(
+        c["ready"] for p in pods for c in p["status"]["containerStatuses"])
+    # Each pod proved the fleet's route before LiteLLM started.
+    for pod in pods:
+        [prove] = pod["status"]["initContainerStatuses"]
+        assert (prove["name"], prove["state"]["terminated"]["exitCode"]) == ("prove-routes", 0)
+    [job] = client.get(f"/apis/batch/v1/namespaces/{GATEWAY_NS}/jobs")["items"]
+    assert job["status"].get("succeeded") == 1
+    assert int(db.psql("SELECT count(*) FROM spear_applied_migrations")) > 50
+    assert int(db.psql('SELECT count(*) FROM "LiteLLM_VerificationToken"')) == len(DEVELOPERS)
+    gateway = project.outputs(STACK)["gateway"]
+    assert (gateway["placement"], gateway["ready_replicas"], gateway["cluster_ip"]) == (
+        "kubernetes", REPLICAS, GATEWAY_IP)
+    for dev in DEVELOPERS:
+        assert gateway["smoke_tests"][dev] == "end_turn | SPEAR-BACKEND-OK | ()"
+        [served] = gateway["served_by"][dev]
+        assert served.startswith("vllm-stable (vllm-stable-"), served
+    # The proxy's credentials are in the Secret, never in the ConfigMap or the state in clear.
+    state = project.state_text(STACK)
+    for secret in (MASTER_KEY, FRONTIER_KEY, API_KEY, db.password):
+        assert secret not in state
+    config = client.get(f"/api/v1/namespaces/{GATEWAY_NS}/configmaps/spear-gateway-config")
+    assert MASTER_KEY not in json.dumps(config) and db.password not in json.dumps(config)
+
+
+def test_a_second_up_changes_nothing(stand):
+    project, _, _ = stand
+    again = project.up(STACK)
+    assert again.ok, again.output[-6000:]
+    assert set(again.changes()) == {"same"}, again.changes()
+
+
+def test_each_replica_serves_with_the_keys_of_the_shared_database(stand):
+    project, client, _ = stand
+    ana = keys(project)["ana"]
+    for pod in gateway_pods(client):
+        status, headers, answer = ask(pod["status"]["podIP"], ana)
+        assert status == 200, answer
+        assert headers["x-litellm-model-id"] == "vllm-stable"
+        assert answer["choices"][0]["message"]["content"] == "SPEAR-BACKEND-OK"
+        assert ask(pod["status"]["podIP"], "sk-not-a-key")[0] == 401
+
+
+def test_a_canary_whose_proof_fails_stops_the_up_and_the_proven_pods_serve_on(stand):
+    project, client, _ = stand
+    before = {p["metadata"]["name"] for p in gateway_pods(client)}
+    project.set_object(STACK, "vllmFleet.serviceIPs", {"stable": STABLE_IP, "canary": CANARY_IP})
+    project.set_object(STACK, "vllmFleet.canary", {**CANARY_PAIR, "model": TRAP_MODEL})
+    failed = project.up(STACK)
+    assert not failed.ok
+    assert ("gateway pod spear-gateway-" in failed.output and "prove-routes failed: endpoint"
+            " vllm-canary: tool-call probe failed: parser-not-configured" in failed.output), \
+        failed.output[-6000:]
+    # The rollout stopped at its first new pod: the pods before it serve what they proved.
+    assert {p["metadata"]["name"] for p in gateway_pods(client)} == before
+    ana = keys(project)["ana"]
+    for pod in gateway_pods(client):
+        status, headers, _ = ask(pod["status"]["podIP"], ana)
+        assert (status, headers["x-litellm-model-id"]) == (200, "vllm-stable")
+    project.set_object(STACK, "vllmFleet.canary", None)
+    fixed = project.up(STACK)
+    assert fixed.ok, fixed.output[-6000:]
+    assert {p["metadata"]["name"] for p in gateway_pods(client)} == before
+
+
+def test_requests_alternating_between_replicas_stop_where_the_one_ledger_says_the_budget_is_spent(
+        stand):
+    """A ledger per replica would let each admit until its own count reached the budget: about
+    twice as many requests, and a spend over the budget."""
+    project, client, db = stand
+    dee = keys(project)["dee"]
+    ips = [p["status"]["podIP"] for p in gateway_pods(client)]
+    worst = worst_case_usd(BODY, PRICES, BODY["max_tokens"])
+    served = {ip: 0 for ip in ips}
+    for i in range(40):
+        ip = ips[i % len(ips)]
+        before = spent(db, "dee")
+        status, _, answer = ask(ip, dee)
+        if status != 200:
+            assert (status, refusal(answer)) in {(429, r) for r in BUDGET_REFUSALS}, answer
+            # Refused exactly when the settled spend leaves no room for the worst case.
+            assert before + worst > BUDGET >= before
+            break
+        served[ip] += 1
+    else:
+        pytest.fail(f"never refused in 40 requests: {served}, spent {spent(db, 'dee')}")
+    assert all(count >= 1 for count in served.values()), served
+    assert spent(db, "dee") <= BUDGET
+    # Once it is spent, every replica refuses.
+    for ip in ips:
+        status, _, answer = ask(ip, dee)
+        assert (status, refusal(answer)) in {(429, r) for r in BUDGET_REFUSALS}, answer
+
+
+def test_a_burst_over_both_replicas_never_spends_more_than_the_budget(stand):
+    project, client, db = stand
+    eve = keys(project)["eve"]
+    ips = [p["status"]["podIP"] for p in gateway_pods(client)]
+    with ThreadPoolExecutor(max_workers=12) as pool:
+        outcomes = list(pool.map(lambda i: ask(ips[i % len(ips)], eve), range(12)))
+    codes = [(status, refusal(answer)) for status, _, answer in outcomes]
+    assert set(codes) <= {(200, None), *((429, r) for r in BUDGET_REFUSALS)}, codes
+    # One worst case fits at a time: of twelve at once, some are refused.
+    assert (200, None) in codes and len(set(codes)) > 1, codes
+    assert spent(db, "eve") <= BUDGET
+    assert in_flight(db) == 0  # every admitted request settled

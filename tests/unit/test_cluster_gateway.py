@@ -1,0 +1,180 @@
+"""The gateway in the fleet's cluster (gateway.kubernetes) under Pulumi's mocks, from the local
+stack's program with the gateway moved into the cluster: its Kubernetes objects and no host
+resource; two replicas rolled one pod at a time, each proving every fleet route before LiteLLM
+starts; keys and smoke tests through the API server's proxy, never SSH; credentials only in the
+Secret; what each kind of change moves. And the config refuses what this placement cannot do."""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+import pytest
+
+from config.checker import ConfigError
+from config.schema import parse
+from spear import tokens
+from tests.support.config_cases import MASTER_KEY
+from tests.unit import test_gateway_components as host
+
+IMAGE = "localhost/spear-fleet/litellm-gateway:1.91.1"
+DATABASE_URL = "postgresql://litellm:pw-SECRET-db@192.0.2.2:55431/litellm"
+
+
+def cluster_raw() -> dict[str, Any]:
+    raw = host.local_raw()
+    gateway = raw["gateway"]
+    for key in ("ssh", "runtimeDir", "listen"):
+        gateway.pop(key)
+    gateway.update(kubernetes={"replicas": 2, "image": IMAGE, "serviceIP": "10.96.100.30"},
+                   database={"location": "external"})
+    gateway["coder"]["upstreams"] = ["vllmFleet"]
+    del raw["sshPrivateKeys"]["gateway"]
+    return {**raw, "gatewayDatabaseUrl": DATABASE_URL}
+
+
+def run(raw: dict[str, Any]) -> host.Program:
+    secrets = host.SECRETS
+    host.SECRETS = [*secrets, "spear-fleet:gatewayDatabaseUrl"]
+    try:
+        return host.run_program(raw)
+    finally:
+        host.SECRETS = secrets
+
+
+@pytest.fixture(scope="module")
+def cluster() -> host.Program:
+    return run(cluster_raw())
+
+
+def deployment_spec(program: host.Program) -> dict[str, Any]:
+    return program.inputs["gateway-deployment"]["spec"]
+
+
+def test_the_cluster_gateway_is_kubernetes_objects_and_checks_with_no_host_resource(cluster):
+    gateway = {n: t for n, t in cluster.types.items() if n.startswith("gateway")}
+    assert {n: t for n, t in gateway.items() if "-key-" not in n and "-smoke-" not in n} == {
+        "gateway": tokens.GATEWAY,
+        "gateway-namespace": tokens.K8S_NAMESPACE.type,
+        "gateway-credentials": tokens.K8S_SECRET.type,
+        "gateway-config": tokens.K8S_CONFIG_MAP.type,
+        "gateway-migrate-script": tokens.K8S_CONFIG_MAP.type,
+        "gateway-migrations": tokens.K8S_JOB.type,
+        "gateway-deployment": tokens.K8S_DEPLOYMENT.type,
+        "gateway-service": tokens.K8S_SERVICE.type,
+        "gateway-rollout": tokens.GATEWAY_ROLLOUT.type,
+    }
+    assert {t for n, t in gateway.items() if "-key-" in n} == {tokens.GATEWAY_KEY.type}
+    assert not any("connection" in cluster.inputs[n] for n in gateway)
+
+
+def test_two_replicas_roll_one_pod_at_a_time_and_each_proves_every_fleet_route_first(cluster):
+    spec = deployment_spec(cluster)
+    assert spec["replicas"] == 2
+    assert spec["strategy"]["rollingUpdate"] == {"maxSurge": 1, "maxUnavailable": 0}
+    pod = spec["template"]["spec"]
+    [prove] = pod["initContainers"]
+    assert prove["command"] == ["python3", "-m", "spear_gateway.prove", "/config/proofs.json"]
+    [litellm] = pod["containers"]
+    assert litellm["image"] == prove["image"] == IMAGE
+    assert litellm["command"][:3] == ["/opt/litellm/venv/bin/litellm", "--config",
+                                      "/config/config.yaml"]
+    assert litellm["readinessProbe"]["httpGet"]["path"] == "/health/readiness"
+    data = cluster.inputs["gateway-config"]["data"]
+    assert json.loads(data["proofs.json"]) == [{
+        "route": "vllm-stable", "api_base": "http://10.96.100.10:8000/v1",
+        "served_model": "qwen3-coder-next", "key_env": "SPEAR_UPSTREAM_KEY_VLLM_STABLE"}]
+    # The hook package, and what the proof imports, land where PYTHONPATH=/config finds them.
+    paths = {item["path"] for item in pod["volumes"][0]["configMap"]["items"]}
+    assert {"spear_gateway/prove.py", "spear/probes.py", "spear/smoke.py",
+            "spear/tool_calls.py", "config.yaml"} <= paths
+
+
+def test_keys_and_smoke_tests_reach_the_gateway_through_the_api_server_never_ssh(cluster):
+    for name in ("gateway-key-ana", "gateway-smoke-ana"):
+        props = cluster.inputs[name]
+        assert props["cluster"]["namespace"] == "spear-gateway"
+        assert props["cluster"]["service"] == "spear-gateway"
+        # The API server drops Authorization; LiteLLM reads this header first.
+        assert props["cluster"]["key_header"] == "x-litellm-api-key"
+        assert "cluster" in cluster.secret_outputs[name]
+
+
+def test_credentials_are_only_in_the_secret_and_config_yaml_names_them(cluster):
+    secret = cluster.registered["gateway-credentials"]["stringData"]
+    assert host.is_secret(secret)
+    assert set(host.plain(secret)) == {"LITELLM_MASTER_KEY", "FRONTIER_API_KEY", "DATABASE_URL",
+                                       "SPEAR_UPSTREAM_KEY_VLLM_STABLE"}
+    config = cluster.inputs["gateway-config"]["data"]["config.yaml"]
+    assert "os.environ/LITELLM_MASTER_KEY" in config and "os.environ/DATABASE_URL" in config
+    # Everything else the gateway registers, secrets left out, holds no credential.
+    shown = json.dumps({n: unsecret(cluster.registered[n]) for n in cluster.registered
+                        if n.startswith("gateway")})
+    assert MASTER_KEY not in shown and "pw-SECRET-db" not in shown
+
+
+def unsecret(value: Any) -> Any:
+    if host.is_secret(value):
+        return "[secret]"
+    if isinstance(value, dict):
+        return {k: unsecret(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [unsecret(v) for v in value]
+    return value
+
+
+def edited(change) -> host.Program:
+    raw = copy.deepcopy(cluster_raw())
+    change(raw["gateway"])
+    return run(raw)
+
+
+def test_a_litellm_bump_is_a_new_migrations_job_run_before_the_pods_roll(cluster):
+    bumped = edited(lambda g: g["litellm"].update(version="1.108.7"))
+    before, after = (p.inputs["gateway-migrations"]["metadata"]["name"] for p in (cluster, bumped))
+    assert before != after and after.startswith("spear-gateway-migrate-")
+
+
+def test_a_config_change_rolls_the_pods_and_runs_no_migration(cluster):
+    retried = edited(lambda g: g["coder"].update(numRetries=5))
+    assert retried.inputs["gateway-migrations"] == cluster.inputs["gateway-migrations"]
+    annotations = [deployment_spec(p)["template"]["metadata"]["annotations"]
+                   for p in (cluster, retried)]
+    assert annotations[0]["spear-fleet/config"] != annotations[1]["spear-fleet/config"]
+    assert annotations[0]["spear-fleet/hooks"] == annotations[1]["spear-fleet/hooks"]
+
+
+def problems(raw: dict[str, Any]) -> str:
+    with pytest.raises(ConfigError) as refused:
+        parse(raw)
+    return str(refused.value)
+
+
+def test_the_config_refuses_what_the_cluster_placement_cannot_do_all_at_once():
+    raw = cluster_raw()
+    gateway = raw["gateway"]
+    gateway["ssh"] = {"host": "gw.internal"}
+    gateway["database"] = {"location": "local"}
+    gateway["coder"]["upstreams"] = ["vllmFleet", "local"]
+    gateway["kubernetes"].update(replicas=1, image="localhost/spear-fleet/litellm-gateway:latest")
+    said = problems(raw)
+    for line in (
+        "spear-fleet:gateway.ssh: got a setting of the gateway host; allowed: nothing with"
+        " gateway.kubernetes (the gateway runs in the cluster)",
+        "spear-fleet:gateway.database.location: got 'local'; allowed: external with"
+        " gateway.kubernetes",
+        "spear-fleet:gateway.coder.upstreams[1]: got 'local'; allowed: vllmFleet only with"
+        " gateway.kubernetes",
+        "spear-fleet:gateway.kubernetes.replicas: got 1; allowed: an integer 2-50",
+        "spear-fleet:gateway.kubernetes.image: got 'localhost/spear-fleet/litellm-gateway:latest';"
+        " allowed: an image that pins LiteLLM",
+    ):
+        assert line in said, said
+
+
+def test_the_cluster_placement_needs_the_shared_databases_url():
+    raw = cluster_raw()
+    del raw["gatewayDatabaseUrl"]
+    assert "spear-fleet:gatewayDatabaseUrl: got nothing; allowed: a secret (required with" \
+           " gateway.database.location external)" in problems(raw)
