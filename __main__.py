@@ -40,7 +40,8 @@ reds_endpoints = {
 cfg = stack.config
 # The vLLM fleet on Kubernetes, when the stack declares one.
 fleet = None if cfg.vllm_fleet is None else VllmFleet("vllm", VllmFleetArgs(
-    config=cfg.vllm_fleet, api_key=stack.api_keys[VLLM_API_KEY], kubeconfig=stack.kubeconfig))
+    config=cfg.vllm_fleet, api_key=stack.api_keys[VLLM_API_KEY], kubeconfig=stack.kubeconfig,
+    hatch=cfg.gateway.hatch if cfg.gateway else None))
 
 # The gateway routes `coder` to the endpoints it names, each through a tunnel at its backend's
 # client port on the gateway host, and to the fleet's tracks at their Services; in the fleet's

@@ -6,11 +6,12 @@ Plain values only: secrets arrive as their text here and become Pulumi secrets i
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 from spear.rollout_gate import Record as GateRecord
 from spear.rules import CACHE_SALT_SCOPES, DEFAULT_PRIORITY_CLASS, GENERAL_RING, is_loopback
-from spear.vllm import GPU_MEMORY_UTILIZATION
+from spear.vllm import GPU_MEMORY_UTILIZATION, TOOL_CALL_PARSER
 
 # cmake flags that are a property of the build profile. GGML_NATIVE is off so a build does not
 # depend on the CPU it was compiled on; the prebuilt web UI is off because fetching it needs
@@ -194,6 +195,7 @@ class Vllm:
     port: int
     gpu_memory_utilization: str = GPU_MEMORY_UTILIZATION  # as vLLM is given it, e.g. "0.90"
     scheduling_priority: bool = False  # --scheduling-policy priority (the gateway stamps priorities)
+    tool_call_parser: str = TOOL_CALL_PARSER  # a name spear/vllm.py's table gives the engine
 
 
 @dataclass(frozen=True)
@@ -422,10 +424,24 @@ class ModelCache:
 class Alerts:
     preemptions_per_hour: int
     ttft_p95_seconds: float
+    itl_p95_seconds: float  # inter-token latency, the other latency SLO
     prefix_cache_hit_rate_min: float
     hatch_escalations_per_hour: int
-    hatch_spend_alert_usd: float  # below the cap: the alert comes before the refusals
-    hatch_cap_usd: float
+    # The hatch's spend alert and cap are gateway.hatch's (declared once, with the gateway).
+
+
+@dataclass(frozen=True)
+class ModelFacts:
+    """What the memory floor is computed from (the model card's facts, declared by the stack)."""
+    parameters_billions: float
+    precision: str  # a key of spear.vllm.BYTES_PER_PARAMETER
+    kv_cache_bytes_per_token: float
+
+
+@dataclass(frozen=True)
+class MemoryFloor:
+    gpu_memory_gib: float  # each GPU's
+    models: dict[str, ModelFacts]  # by Hugging Face repository id
 
 
 @dataclass(frozen=True)
@@ -446,12 +462,11 @@ class VllmFleet:
     # Each track's Service at a fixed cluster IP (track -> IP), so the gateway's routes to the
     # fleet are known at preview; {}: Kubernetes picks them, and the gateway cannot route there.
     service_ips: dict[str, str] = field(default_factory=dict)
+    memory_floor: MemoryFloor | None = None  # None: the stack declares no model facts
 
     def image_ref(self, pair: ServingPair) -> str:
         return f"{self.image}:{pair.tag}" + (f"@{pair.digest}" if pair.digest else "")
 
     def serve(self, pair: ServingPair) -> Vllm:
         """The serve settings of one pair (its model and revision, the fleet's other settings)."""
-        return Vllm(pair.model, pair.revision, self.vllm.served_model_name,
-                    self.vllm.tensor_parallel_size, self.vllm.max_model_len, self.vllm.port,
-                    self.vllm.gpu_memory_utilization, self.vllm.scheduling_priority)
+        return dataclasses.replace(self.vllm, model=pair.model, revision=pair.revision)

@@ -88,13 +88,17 @@ def start_local_cluster(fresh: bool = False) -> ClusterInfo:
 
 def report(outputs: dict) -> list[str]:
     """The lines up-local ends with, from the stack's outputs: each inference host's smoke test,
-    each developer's through the gateway, and the vLLM fleet's rollout."""
+    each developer's through the gateway, the hatch's cap and the limit only the operator can set,
+    and the vLLM fleet's rollout."""
     lines = [f"smoke test ({name}): {host['smoke_test']}"
              for name, host in outputs["inference_hosts"].items()]
     gateway = outputs.get("gateway") or {}
     lines += [f"smoke test (gateway, coder, {developer}): {summary}; served by "
               + ", ".join(gateway.get("served_by", {}).get(developer) or ["?"])
               for developer, summary in gateway.get("smoke_tests", {}).items()]
+    if hatch := gateway.get("hatch"):
+        lines.append(f"hatch: refused over {hatch['monthly_cap_usd']:g} USD a month, alert at"
+                     f" {hatch['alert_usd']:g} USD; {hatch['provider_limit']}")
     fleet = outputs.get("vllm_fleet")
     if fleet:
         stable = fleet["stable"]

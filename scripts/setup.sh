@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Installs what the project needs on this machine, idempotently: shellcheck (the launcher and
-# set-up scripts are checked with it), the local Kubernetes node's host tools, and promtool (the alert rules are checked with it), the
-# Python virtualenv, the Pulumi engine with the command plugin and the policy pack's virtualenv
-# (scripts/setup-engine.sh). The kubernetes provider plugin and the local cluster's binaries
-# build with scripts/setup-kubernetes.sh (scripts/test starts it; a stack with a vLLM fleet
-# needs the plugin). The local hosts install their own host tools
-# (debootstrap, systemd-container, zstd) when one is first booted (localhosts/rootfs.py).
+# set-up scripts are checked with it), the local Kubernetes node's host tools, promtool and
+# prometheus (the alert rules are checked and evaluated with them), the Python virtualenv, the
+# Pulumi engine with the command plugin and the policy pack's virtualenv (scripts/setup-engine.sh).
+# The kubernetes provider plugin and the local cluster's binaries build with
+# scripts/setup-kubernetes.sh (scripts/test starts it; a stack with a vLLM fleet needs the plugin).
+# The local hosts install their own host tools (debootstrap, systemd-container, zstd) when one is
+# first booted (localhosts/rootfs.py).
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 say() { echo "setup: $*" >&2; }
@@ -26,15 +27,17 @@ if [ ${#packages[@]} -gt 0 ]; then
   apt_update && apt-get install -y -qq --no-install-recommends "${packages[@]}" >&2
 fi
 
-# promtool alone, from Debian's prometheus package: installing the package would also start a
-# Prometheus server on machines that run systemd.
-if ! command -v promtool >/dev/null; then
-  say "installing promtool from Debian's prometheus package"
+# promtool and the server binary alone, from Debian's prometheus package: installing the package
+# would also start a Prometheus server on machines that run systemd (the tests start their own).
+if ! command -v promtool >/dev/null || ! command -v prometheus >/dev/null; then
+  say "installing promtool and prometheus from Debian's prometheus package"
   deb=$(mktemp -d)
   # As root into root's folder: apt's _apt user could not write there.
   apt_update && (cd "$deb" && apt-get download -qq -o APT::Sandbox::User=root prometheus >&2)
-  dpkg-deb --fsys-tarfile "$deb"/prometheus_*.deb | tar -xO ./usr/bin/promtool > /usr/local/bin/promtool.tmp
-  chmod 0755 /usr/local/bin/promtool.tmp && mv /usr/local/bin/promtool.tmp /usr/local/bin/promtool
+  for tool in promtool prometheus; do
+    dpkg-deb --fsys-tarfile "$deb"/prometheus_*.deb | tar -xO "./usr/bin/$tool" > "/usr/local/bin/$tool.tmp"
+    chmod 0755 "/usr/local/bin/$tool.tmp" && mv "/usr/local/bin/$tool.tmp" "/usr/local/bin/$tool"
+  done
   rm -rf "$deb"
 fi
 

@@ -30,6 +30,10 @@ NO_CHOICES = tool_calls.NO_CHOICES
 NOT_STOPPED = "not-stopped"
 EMPTY_TEXT = "empty-text"
 UNEXPECTED_TOOL_CALL = "unexpected-tool-call"
+# Seed 001 "Failure modes": the model has no thinking mode, so a <think> block in an answer means
+# the wrong checkpoint or chat template (and no reasoning parser is there to hide it).
+THINKING_OUTPUT = "thinking-output"
+THINK_TAG = "<think>"
 
 COMPLETION_PROMPT = "Write a Python one-liner that reverses a string."
 TOOL_CALL_PROMPT = "Read src/app.py and summarise it."
@@ -134,6 +138,8 @@ def judge_completion(status: int, body: bytes) -> ProbeResult:
         return ProbeResult(COMPLETION, False, NOT_STOPPED, f"finish_reason {finish!r}: {_shown(body)}")
     if not isinstance(text, str) or not text.strip():
         return ProbeResult(COMPLETION, False, EMPTY_TEXT, _shown(body))
+    if THINK_TAG in text or message.get("reasoning_content"):
+        return ProbeResult(COMPLETION, False, THINKING_OUTPUT, _shown(body))
     return ProbeResult(COMPLETION, True, OK, f"stop, {len(text)} characters")
 
 

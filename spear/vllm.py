@@ -10,6 +10,7 @@ The cookbook's line has `--api-key "$VLLM_API_KEY"`; here the key is never on th
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -30,6 +31,12 @@ GPU_MEMORY_UTILIZATION = "0.90"
 AUTO_TOOL_CHOICE = "--enable-auto-tool-choice"
 TOOL_CALL_PARSER_FLAG = "--tool-call-parser"
 TOOL_CALL_PARSER = "qwen3_coder"
+# Engine bumps ("How to maintain it"): the --tool-call-parser names that run the model card's
+# Qwen3-Coder parser, each with the first engine release that registers it for that parser:
+# qwen3_coder since the parser came (v0.10.0, vllm-project/vllm#21396); qwen3_xml names the same
+# parser from v0.24.0 (before, qwen3_xml was a parser of its own, which the cookbook never tested).
+TOOL_CALL_PARSERS = {"qwen3_coder": (0, 10, 0), "qwen3_xml": (0, 24, 0)}
+_ENGINE_TAG = re.compile(r"v?([0-9]+)\.([0-9]+)\.([0-9]+)(?:[.+-].*)?")
 REVISION_FLAG = "--revision"
 # Seed 001 "How to run it in production": the gateway stamps a priority on every request
 # (lower is handled earlier); vLLM refuses a non-zero priority unless it was started with
@@ -42,6 +49,9 @@ FORBIDDEN_FLAGS = {
                           " checkpoint or chat template, which a reasoning parser would hide",
     "--quantization": "the checkpoint's own config declares its FP8 scheme",
     "--enable-prefix-caching": "prefix caching is already on by default in v0.24.0",
+    "--no-enable-prefix-caching": "it turns off the prefix cache: every agent turn would prefill"
+                                  " its whole context again (cost, TTFT), and cache_salt would"
+                                  " isolate nothing",
 }
 
 
@@ -56,7 +66,7 @@ def command_line(vllm: Vllm) -> list[str]:
         "--max-model-len", str(vllm.max_model_len),
         "--gpu-memory-utilization", vllm.gpu_memory_utilization,
         AUTO_TOOL_CHOICE,
-        TOOL_CALL_PARSER_FLAG, TOOL_CALL_PARSER,
+        TOOL_CALL_PARSER_FLAG, vllm.tool_call_parser,
         *([SCHEDULING_POLICY_FLAG, PRIORITY_SCHEDULING] if vllm.scheduling_priority else []),
         "--port", str(vllm.port),
     ]
@@ -93,14 +103,66 @@ def priority_scheduling(argv: Sequence[str]) -> bool:
     return flags(argv).get(SCHEDULING_POLICY_FLAG) == PRIORITY_SCHEDULING
 
 
-def tool_parser_missing(argv: Sequence[str]) -> list[str]:
-    """What a command line lacks of the tool-call flags (seed 001 step 3), as text."""
+def engine_version(tag: str | None) -> tuple[int, int, int] | None:
+    """The engine release an image tag names (v0.24.0 -> (0, 24, 0)); None when it names none."""
+    match = _ENGINE_TAG.fullmatch(tag) if isinstance(tag, str) else None
+    return tuple(int(part) for part in match.groups()) if match else None
+
+
+def tool_parser_problem(parser: object, engine_tag: str | None) -> str | None:
+    """Why `parser` does not run the Qwen3-Coder parser on the engine `engine_tag` names; None
+    when it does. An engine whose version the tag does not say (a digest alone) gets only the
+    parser's first name."""
+    since = TOOL_CALL_PARSERS.get(parser) if isinstance(parser, str) else None
+    if since is None:
+        return (f"{parser!r} is not a name of the Qwen3-Coder tool parser (one of"
+                f" {', '.join(TOOL_CALL_PARSERS)})")
+    version = engine_version(engine_tag)
+    if version is None:
+        return None if parser == TOOL_CALL_PARSER else (
+            f"{parser!r} names the Qwen3-Coder parser only from v{'.'.join(map(str, since))}, and"
+            f" the image tag {engine_tag!r} says no engine version")
+    if version < since:
+        return (f"{parser!r} names the Qwen3-Coder parser only from"
+                f" v{'.'.join(map(str, since))}; the engine {engine_tag} is older")
+    return None
+
+
+def tool_parser_missing(argv: Sequence[str], engine_tag: str | None = None) -> list[str]:
+    """What a command line lacks of the tool-call flags (seed 001 step 3) for the engine
+    `engine_tag` names, as text."""
     given = flags(argv)
     missing = [] if AUTO_TOOL_CHOICE in given else [AUTO_TOOL_CHOICE]
-    if given.get(TOOL_CALL_PARSER_FLAG) != TOOL_CALL_PARSER:
-        missing.append(f"{TOOL_CALL_PARSER_FLAG} {TOOL_CALL_PARSER}")
+    parser = given.get(TOOL_CALL_PARSER_FLAG)
+    if tool_parser_problem(parser, engine_tag) is not None:
+        missing.append(f"{TOOL_CALL_PARSER_FLAG} {TOOL_CALL_PARSER} (or a name of its parser on"
+                       f" this engine; {parser!r} is not)" if parser else
+                       f"{TOOL_CALL_PARSER_FLAG} {TOOL_CALL_PARSER}")
     return missing
 
 
 def key_on_command_line(argv: Sequence[str]) -> bool:
     return any(flag_name(arg) == API_KEY_FLAG for arg in argv)
+
+
+# Engine bumps and pair changes ("How to maintain it"): vLLM refuses to start when the GPUs it is
+# given cannot hold the weights and one sequence of max_model_len tokens of KV cache. Checked
+# before anything is deployed, from facts the stack declares per model.
+BYTES_PER_PARAMETER = {"fp8": 1.0, "int8": 1.0, "bf16": 2.0, "fp16": 2.0, "int4": 0.5}
+GIB = 1024 ** 3
+
+
+def memory_floor_problem(*, parameters_billions: float, precision: str,
+                         kv_cache_bytes_per_token: float, max_model_len: int,
+                         gpu_memory_gib: float, gpu_memory_utilization: float,
+                         tensor_parallel_size: int) -> str | None:
+    """Why the weights and one full-length sequence's KV cache do not fit in what vLLM may use
+    of the GPUs; None when they fit."""
+    weights = parameters_billions * 1e9 * BYTES_PER_PARAMETER[precision]
+    kv_cache = kv_cache_bytes_per_token * max_model_len
+    usable = gpu_memory_gib * GIB * gpu_memory_utilization * tensor_parallel_size
+    if weights + kv_cache <= usable:
+        return None
+    return (f"{weights / GIB:.1f} GiB of {precision} weights and {kv_cache / GIB:.1f} GiB of KV"
+            f" cache for {max_model_len} tokens need more than the {usable / GIB:.1f} GiB vLLM may"
+            f" use ({tensor_parallel_size} x {gpu_memory_gib:g} GiB x {gpu_memory_utilization:g})")

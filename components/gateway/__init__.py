@@ -24,10 +24,10 @@ from components.gateway.database import (LocalDatabase, LocalDatabaseArgs, Migra
 from components.gateway.install import LitellmInstall, LitellmInstallArgs
 from components.gateway.keys import GatewayKey, GatewayKeyArgs
 from components.gateway.offline_engine import bundle_key
-from components.gateway.render import (DATABASE_URL_ENV, FRONTIER_KEY_ENV, HOOK_FILES, config_facts,
-                                       MASTER_KEY_ENV, Route, hooks_digest,
-                                       render_config, render_env, render_tunnel_unit, render_unit,
-                                       upstream_key_env)
+from components.gateway.render import (DATABASE_URL_ENV, FRONTIER_KEY_ENV, HOOK_FILES,
+                                       MASTER_KEY_ENV, Route, config_facts, hatch_outputs,
+                                       hooks_digest, render_config, render_env,
+                                       render_tunnel_unit, render_unit, upstream_key_env)
 from components.hostops.remote_file import RemoteFile, RemoteFileArgs, content_digest
 from components.hostops.smoke_test import SmokeTest, SmokeTestArgs
 from components.hostops.ssh import connection_input
@@ -293,6 +293,7 @@ class Gateway(pulumi.ComponentResource):
                              for track, proof in self.fleet_proofs.items()},
             "migrations_applied": self.migrations.applied,
             "database": "local" if local_db else "external",
+            "hatch": hatch_outputs(cfg.hatch),
             **self.access.outputs(),
         }
         self.register_outputs(self.outputs)

@@ -28,6 +28,7 @@ from pulumi.dynamic import ReadResult
 from components.gateway import DeveloperAccess, FleetRoutes
 from components.gateway import cluster_manifests as manifests
 from components.gateway.render import (DATABASE_URL_ENV, FRONTIER_KEY_ENV, HOSTS_DIR, config_facts,
+                                       hatch_outputs,
                                        MASTER_KEY_ENV, hooks_digest, render_config,
                                        upstream_key_env)
 from components.hostops.host_resource import HostProvider, HostResource
@@ -151,6 +152,7 @@ class ClusterGateway(pulumi.ComponentResource):
             "cluster_ip": self.service.spec.cluster_ip,
             "migrations": self.migrations.metadata.name,
             "database": "external",
+            "hatch": hatch_outputs(cfg.hatch),
             **self.access.outputs(),
         }
         self.register_outputs(self.outputs)
@@ -161,6 +163,10 @@ class ClusterGateway(pulumi.ComponentResource):
 # timeout; a pod whose proof failed (or whose LiteLLM exits) fails the `up` at once with why.
 
 ROLLOUT_POLL_SECONDS = 3.0
+# A container waiting for one of these will not start by waiting longer.
+STUCK = ("ErrImagePull", "ImagePullBackOff", "ErrImageNeverPull", "InvalidImageName",
+         "CrashLoopBackOff", "CreateContainerConfigError", "CreateContainerError",
+         "RunContainerError")
 
 
 class RolloutFailed(RemoteError):
@@ -177,14 +183,16 @@ def _pod_problem(api: KubeApi, namespace: str, pod: dict[str, Any]) -> str | Non
             if ended and ended.get("exitCode"):
                 return (f"gateway pod {name}: {container['name']} failed:"
                         f" {(ended.get('message') or ended.get('reason') or '').strip()}")
-    for container in status.get("containerStatuses") or []:
+    for container in [*(status.get("initContainerStatuses") or []),
+                      *(status.get("containerStatuses") or [])]:
         waiting = (container.get("state") or {}).get("waiting") or {}
-        if waiting.get("reason") in ("ErrImagePull", "ImagePullBackOff", "CrashLoopBackOff",
-                                     "CreateContainerConfigError", "InvalidImageName"):
-            _, _, log = api.request("GET", f"/api/v1/namespaces/{namespace}/pods/{name}/log"
-                                    f"?container={container['name']}&previous=true&tailLines=15")
+        if waiting.get("reason") in STUCK:
+            code, _, log = api.request("GET", f"/api/v1/namespaces/{namespace}/pods/{name}/log"
+                                       f"?container={container['name']}&previous=true"
+                                       "&tailLines=15")
+            said = f"\n{tail(log.decode(errors='replace'), 15)}" if code == 200 else ""
             return (f"gateway pod {name}: {container['name']} {waiting['reason']}:"
-                    f" {waiting.get('message', '')}\n{tail(log.decode(errors='replace'), 15)}")
+                    f" {waiting.get('message', '')}{said}")
     return None
 
 

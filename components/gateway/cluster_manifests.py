@@ -76,8 +76,10 @@ def deployment(gateway: Gateway, rollout: dict[str, Any]) -> dict[str, Any]:
     (the config's, the hooks' and the Secret's digests, each fleet track's generation: a track's
     rollout makes every pod prove it again)."""
     cluster = gateway.kubernetes
-    mounts = [{"name": "config", "mountPath": CONFIG_DIR, "readOnly": True},
-              {"name": "tmp", "mountPath": "/tmp"}]
+    # No volume over /tmp: the image's own /tmp is writable in the container, and a volume there
+    # would hide whatever the image keeps under it (the local image's virtualenv, when its cache
+    # folder is under /tmp).
+    mounts = [{"name": "config", "mountPath": CONFIG_DIR, "readOnly": True}]
     credentials = [{"secretRef": {"name": SECRET}}]
     http = {"port": gateway.port}
     return {
@@ -120,11 +122,8 @@ def deployment(gateway: Gateway, rollout: dict[str, Any]) -> dict[str, Any]:
                                            "periodSeconds": PROBE_PERIOD, "failureThreshold": 2},
                         "securityContext": _security(),
                     }],
-                    "volumes": [
-                        {"name": "config", "configMap": {"name": CONFIG_MAP,
-                                                         "items": config_items()}},
-                        {"name": "tmp", "emptyDir": {}},
-                    ],
+                    "volumes": [{"name": "config", "configMap": {"name": CONFIG_MAP,
+                                                                 "items": config_items()}}],
                 },
             },
         },

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import yaml
 
-from config.types import EXTERNAL_DATABASE, OFFLINE_ENGINE, Gateway
+from config.types import EXTERNAL_DATABASE, OFFLINE_ENGINE, Gateway, Hatch
 from spear.rules import (CODER_MODEL, FRONTIER_MODEL, HATCH_CALLBACK,
                          tunnel_unit)
 
@@ -161,6 +161,16 @@ def config_facts(gateway: Gateway, upstreams: list[str]) -> dict[str, object]:
     return {"upstreams": upstreams, "litellm_version": gateway.litellm_version,
             "hatch": {"from": CODER_MODEL, "to": FRONTIER_MODEL,
                       "monthly_cap_usd": hatch.monthly_cap_usd, "alert_usd": hatch.alert_usd}}
+
+
+def hatch_outputs(hatch: Hatch) -> dict[str, object]:
+    """The hatch as the stack reports it, with the limit only the operator can set: the
+    provider's own spend limit on the frontier key, at the cap, since the gateway's cap holds
+    only what passes through the gateway."""
+    return {"monthly_cap_usd": hatch.monthly_cap_usd, "alert_usd": hatch.alert_usd,
+            "provider_limit": f"set the monthly spend limit of frontierApiKey's account at"
+                              f" {hatch.api_base} to {hatch.monthly_cap_usd:g} USD (it cannot"
+                              " be set from here)"}
 
 
 def hooks_digest() -> str:

@@ -6,9 +6,9 @@ fleet never lands on whatever cluster a shell happens to point at. The objects
 (components/vllm_fleet/manifests.py): the fleet's namespace; vLLM's API key as a Secret fed by
 the stack's Pulumi secret; the model-cache claim (and a static volume when the stack names a
 node path); the `stable` Deployment and its Service, and a `canary` Deployment with a Service of its own when
-declared (the gateway routes only the pilot ring to it); the rollout record, tenancy and
-alert-rule ConfigMaps; and the agent sandbox's namespace with default-deny egress and its
-allowlist. `tracks` says, per track, where the gateway reaches it and what proves a rollout.
+declared (the gateway routes only the pilot ring to it); the rollout record, tenancy,
+alert-rule and Grafana dashboard ConfigMaps; and the agent sandbox's namespace with
+default-deny egress and its allowlist. `tracks` says, per track, where the gateway reaches it and what proves a rollout.
 
 A new image tag or revision of a pair changes its Deployment's pod template: Kubernetes rolls it
 out (maxSurge 1, maxUnavailable 0) and pulumi-kubernetes waits until the rollout is Available.
@@ -22,8 +22,8 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.vllm_fleet import alerts, manifests
-from config.types import ServingPair
+from components.vllm_fleet import alerts, dashboard, manifests
+from config.types import Hatch, ServingPair
 from config.types import VllmFleet as FleetConfig
 from spear import tokens, vllm
 from spear.fleet import CANARY, STABLE
@@ -50,6 +50,7 @@ class VllmFleetArgs:
     config: FleetConfig
     api_key: pulumi.Input[str]  # secret: what vLLM demands of its clients (VLLM_API_KEY)
     kubeconfig: pulumi.Input[str] | None = None  # secret text; None: the config's file or ambient
+    hatch: Hatch | None = None  # the gateway's (gateway.hatch): its spend alert rule
 
 
 class VllmFleet(pulumi.ComponentResource):
@@ -92,7 +93,11 @@ class VllmFleet(pulumi.ComponentResource):
                                              opts=after(self.namespace))
         self.alert_rules = k8s.core.v1.ConfigMap(
             f"{name}-alerts", **manifests.alert_rules(
-                cfg, alerts.render(cfg.alerts, cfg.vllm.served_model_name), alerts.RULES_FILE),
+                cfg, alerts.render(cfg.alerts, cfg.vllm.served_model_name, args.hatch),
+                alerts.RULES_FILE),
+            opts=after(self.namespace))
+        self.dashboard = k8s.core.v1.ConfigMap(
+            f"{name}-dashboard", **dashboard.config_map(cfg.namespace, cfg.vllm.served_model_name),
             opts=after(self.namespace))
         pod_inputs = (self.api_key, self.model_cache)
         self.stable = k8s.apps.v1.Deployment(

@@ -3,13 +3,16 @@
 Seed 001 "How to run it in production" (observability) and "How to maintain it" (budget
 hygiene), metric names per vLLM v0.24.0 (`_total` as Prometheus exposes counters):
 - preemptions (`vllm:num_preemptions_total`): KV pressure, agents thrash (failure modes);
-- TTFT p95 (`vllm:time_to_first_token_seconds` histogram): the latency SLO;
+- TTFT p95 (`vllm:time_to_first_token_seconds` histogram) and ITL p95
+  (`vllm:inter_token_latency_seconds`): the latency SLOs;
 - prefix-cache hit rate (`vllm:prefix_cache_hits_total / vllm:prefix_cache_queries_total`):
   caching is on by default; a falling rate is lost cost (or salts split too finely);
 - hatch escalations per hour (the gateway's `spear_hatch_escalations_total`, by `status`): the
   capability gap, plus any escalation of a client error (4xx other than 429), which must never
   happen;
-- hatch spend (`spear_hatch_spend_usd`, this month's) at a threshold below the cap, not at it.
+- hatch spend (`spear_hatch_spend_usd`, this month's) at gateway.hatch.alertUsd, below its
+  monthlyCapUsd: the hatch is declared once, with the gateway; a fleet without a gateway has no
+  hatch, and no hatch rules.
 
 The engine's series are selected by `model_name` (vLLM labels every metric with the served model
 name), so the rules hold whatever labels the scrape configuration adds.
@@ -19,12 +22,13 @@ from __future__ import annotations
 
 import yaml
 
-from config.types import Alerts
+from config.types import Alerts, Hatch
 
 GROUP = "spear-fleet-vllm"
 RULES_FILE = "spear-fleet-vllm.rules.yaml"
 PREEMPTIONS = "vllm:num_preemptions_total"
 TTFT = "vllm:time_to_first_token_seconds"
+ITL = "vllm:inter_token_latency_seconds"
 PREFIX_HITS = "vllm:prefix_cache_hits_total"
 PREFIX_QUERIES = "vllm:prefix_cache_queries_total"
 HATCH_ESCALATIONS = "spear_hatch_escalations_total"
@@ -36,8 +40,8 @@ def _rule(name: str, expr: str, for_: str, severity: str, summary: str) -> dict:
             "annotations": {"summary": summary}}
 
 
-def rules(alerts: Alerts, served_model_name: str) -> dict:
-    """The rule file as a mapping (one group)."""
+def rules(alerts: Alerts, served_model_name: str, hatch: Hatch | None) -> dict:
+    """The rule file as a mapping (one group); the hatch's rules with the gateway's hatch."""
     model = f'model_name="{served_model_name}"'
     return {"groups": [{"name": GROUP, "rules": [
         _rule("VllmPreemptions",
@@ -50,11 +54,23 @@ def rules(alerts: Alerts, served_model_name: str) -> dict:
               f" > {alerts.ttft_p95_seconds:g}",
               "10m", "warning",
               f"TTFT p95 above {alerts.ttft_p95_seconds:g}s: check priorities and load."),
+        _rule("VllmItlP95High",
+              f"histogram_quantile(0.95, sum by (le) (rate({ITL}_bucket{{{model}}}[5m])))"
+              f" > {alerts.itl_p95_seconds:g}",
+              "10m", "warning",
+              f"Inter-token latency p95 above {alerts.itl_p95_seconds:g}s: decode is saturated;"
+              " check batch size, preemptions and load."),
         _rule("VllmPrefixCacheHitRateLow",
               f"sum(rate({PREFIX_HITS}{{{model}}}[30m])) / sum(rate({PREFIX_QUERIES}{{{model}}}[30m]))"
               f" < {alerts.prefix_cache_hit_rate_min:g}",
               "30m", "info",
               f"Prefix-cache hit rate below {alerts.prefix_cache_hit_rate_min:g}."),
+        *(_hatch_rules(alerts, hatch) if hatch else []),
+    ]}]}
+
+
+def _hatch_rules(alerts: Alerts, hatch: Hatch) -> list[dict]:
+    return [
         _rule("HatchEscalationsHigh",
               f"sum(increase({HATCH_ESCALATIONS}[1h])) > {alerts.hatch_escalations_per_hour}",
               "0m", "warning",
@@ -66,13 +82,13 @@ def rules(alerts: Alerts, served_model_name: str) -> dict:
               "A client error (4xx other than 429) escalated to the hatch: escalation must trigger"
               " on 429 and 5xx only."),
         _rule("HatchSpendNearCap",
-              f"max({HATCH_SPEND}) >= {alerts.hatch_spend_alert_usd:g}",
+              f"max({HATCH_SPEND}) >= {hatch.alert_usd:g}",
               "0m", "warning",
-              f"Hatch spend this month reached {alerts.hatch_spend_alert_usd:g} USD of the"
-              f" {alerts.hatch_cap_usd:g} USD cap."),
-    ]}]}
+              f"Hatch spend this month reached {hatch.alert_usd:g} USD of the"
+              f" {hatch.monthly_cap_usd:g} USD cap."),
+    ]
 
 
-def render(alerts: Alerts, served_model_name: str) -> str:
+def render(alerts: Alerts, served_model_name: str, hatch: Hatch | None) -> str:
     """The rule file's text, as `promtool check rules` and Prometheus read it."""
-    return yaml.safe_dump(rules(alerts, served_model_name), sort_keys=False, width=200)
+    return yaml.safe_dump(rules(alerts, served_model_name, hatch), sort_keys=False, width=200)

@@ -19,13 +19,14 @@ from typing import Any
 
 from config.checker import DNS_LABEL, DNS_LABEL_TEXT, MISSING, Checker, get, ip_address
 from config.types import (ACCESS_MODES, AMBIENT, CACHE_SALT_SCOPES, AgentSandbox, Alerts, Canary,
-                          EgressTarget, GateRecord, Kubeconfig, ModelCache, ServingPair, Vllm,
-                          VllmFleet)
+                          EgressTarget, GateRecord, Kubeconfig, MemoryFloor, ModelCache,
+                          ModelFacts, ServingPair, Vllm, VllmFleet)
 from config.schema.runpod import _HF_REPO, _SERVED_NAME
 from spear import rollout_gate
 from spear.fleet import CANARY, STABLE
 from spear.rules import COMMIT, COMMIT_TEXT, IMAGE, IMAGE_DIGEST, IMAGE_TAG, UNPINNED_TAG
-from spear.vllm import GPU_MEMORY_UTILIZATION
+from spear.vllm import (BYTES_PER_PARAMETER, GPU_MEMORY_UTILIZATION, TOOL_CALL_PARSER,
+                        TOOL_CALL_PARSERS, memory_floor_problem, tool_parser_problem)
 
 KEYS = ("vllmFleet", "kubeconfig")
 OBJECT_KEYS = ("vllmFleet",)
@@ -35,11 +36,15 @@ _FLEET_KEYS = ("kubeconfig", "context", "namespace", "image",
                "servedModelName", "stable", "previous", "canary", "replicas",
                "tensorParallelSize", "maxModelLen", "gpuMemoryUtilization", "port",
                "schedulingPriority", "tenancy", "modelCache", "agentSandbox", "observability",
-               "rolloutGate", "serviceIPs")
+               "rolloutGate", "serviceIPs", "toolCallParser", "memoryFloor")
 _PAIR_KEYS = ("tag", "digest", "model", "revision")
+_FACT_KEYS = ("parametersBillions", "precision", "kvCacheBytesPerToken")
 _RECORD_KEYS = ("pin", "toolCalls", "pairedEval", "latency")
-_ALERT_KEYS = ("preemptionsPerHour", "ttftP95Seconds", "prefixCacheHitRateMin",
-               "hatchEscalationsPerHour", "hatchSpendAlertUsd", "hatchCapUsd")
+_ALERT_KEYS = ("preemptionsPerHour", "ttftP95Seconds", "itlP95Seconds", "prefixCacheHitRateMin",
+               "hatchEscalationsPerHour")
+# Keys the hatch's one block took over: said where they went, not just "unknown".
+_MOVED_ALERT_KEYS = {"hatchCapUsd": "gateway.hatch.monthlyCapUsd",
+                     "hatchSpendAlertUsd": "gateway.hatch.alertUsd"}
 _SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
 _QUANTITY = re.compile(r"[1-9][0-9]*(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?")
 _CONTEXT = re.compile(r"[A-Za-z0-9][A-Za-z0-9@._:/-]*")
@@ -83,6 +88,10 @@ def parse(check: Checker, value: Any, kubeconfig_secret: Any) -> VllmFleet | Non
         gpu_memory_utilization=f"{gpu_memory:.2f}" if gpu_memory else GPU_MEMORY_UTILIZATION,
         scheduling_priority=check.boolean(f"{k}.schedulingPriority",
                                           get(fleet, "schedulingPriority"), False),
+        tool_call_parser=_tool_call_parser(check, f"{k}.toolCallParser",
+                                           get(fleet, "toolCallParser"),
+                                           {"stable": stable, "previous": previous,
+                                            "canary": canary.pair if canary else None}),
     )
     records = _records(check, f"{k}.rolloutGate", get(fleet, "rolloutGate"))
     result = VllmFleet(
@@ -103,9 +112,11 @@ def parse(check: Checker, value: Any, kubeconfig_secret: Any) -> VllmFleet | Non
         alerts=_alerts(check, f"{k}.observability", get(fleet, "observability")),
         gate_records=records,
         service_ips=_service_ips(check, f"{k}.serviceIPs", get(fleet, "serviceIPs"), canary is not None),
+        memory_floor=_memory_floor(check, f"{k}.memoryFloor", get(fleet, "memoryFloor")),
     )
     if not check.clean_since(start):
         return None
+    _check_memory(check, f"{k}.memoryFloor", result)
     _check_rollout(check, result)
     return result if check.clean_since(start) else None
 
@@ -270,32 +281,103 @@ def _agent_sandbox(check: Checker, key: str, value: Any) -> AgentSandbox | None:
     return result if check.clean_since(start) else None
 
 
+def _tool_call_parser(check: Checker, key: str, value: Any,
+                      pairs: dict[str, ServingPair | None]) -> str:
+    """The parser name, which every declared pair's engine must know as the Qwen3-Coder parser
+    (a rollback to `previous` runs it too)."""
+    parser = check.choice(key, value, tuple(TOOL_CALL_PARSERS), default=TOOL_CALL_PARSER)
+    for track, pair in pairs.items():
+        problem = pair and parser and tool_parser_problem(parser, pair.tag)
+        if problem:
+            check.fail(key, parser, f"a name the {track} pair's engine ({pair.tag}) gives the"
+                       f" Qwen3-Coder parser: {problem}")
+    return parser or TOOL_CALL_PARSER
+
+
+def _memory_floor(check: Checker, key: str, value: Any) -> MemoryFloor | None:
+    if value is MISSING:
+        return None
+    start = check.mark()
+    floor = check.obj(key, value, ("gpuMemoryGiB", "models"))
+    if floor is None:
+        return None
+    gpu = check.number(f"{key}.gpuMemoryGiB", get(floor, "gpuMemoryGiB"), 0, lo_open=True,
+                       note="each GPU's memory")
+    models = get(floor, "models")
+    if not isinstance(models, dict) or not models:
+        check.fail(f"{key}.models", models, "a map of Hugging Face repository id -> {"
+                   + ", ".join(_FACT_KEYS) + "}")
+        models = {}
+    facts = {}
+    for model, item in models.items():
+        mkey = f"{key}.models.{model}"
+        fact = check.obj(mkey, item, _FACT_KEYS)
+        if fact is not None:
+            facts[model] = ModelFacts(
+                parameters_billions=check.number(f"{mkey}.parametersBillions",
+                                                 get(fact, "parametersBillions"), 0,
+                                                 lo_open=True),
+                precision=check.choice(f"{mkey}.precision", get(fact, "precision"),
+                                       tuple(BYTES_PER_PARAMETER)),
+                kv_cache_bytes_per_token=check.number(f"{mkey}.kvCacheBytesPerToken",
+                                                      get(fact, "kvCacheBytesPerToken"), 0,
+                                                      lo_open=True))
+    return MemoryFloor(gpu, facts) if check.clean_since(start) else None
+
+
+def _check_memory(check: Checker, key: str, fleet: VllmFleet) -> None:
+    """Every declared pair's model, with the fleet's context and GPUs, fits (a rollback to
+    `previous` must start too)."""
+    floor = fleet.memory_floor
+    if floor is None:
+        return
+    pairs = {"stable": fleet.stable, "previous": fleet.previous,
+             "canary": fleet.canary.pair if fleet.canary else None}
+    for track, pair in pairs.items():
+        if pair is None:
+            continue
+        facts = floor.models.get(pair.model)
+        if facts is None:
+            check.report(f"{key}.models", f"no facts for {pair.model} (the {track} pair's model)",
+                         "parametersBillions, precision and kvCacheBytesPerToken for every"
+                         " declared pair's model")
+            continue
+        problem = memory_floor_problem(
+            parameters_billions=facts.parameters_billions, precision=facts.precision,
+            kv_cache_bytes_per_token=facts.kv_cache_bytes_per_token,
+            max_model_len=fleet.vllm.max_model_len, gpu_memory_gib=floor.gpu_memory_gib,
+            gpu_memory_utilization=float(fleet.vllm.gpu_memory_utilization),
+            tensor_parallel_size=fleet.vllm.tensor_parallel_size)
+        if problem:
+            check.report(f"vllmFleet.{track}", f"{pair.model} at {fleet.vllm.max_model_len}"
+                         f" tokens on {fleet.vllm.tensor_parallel_size} GPU(s): {problem}",
+                         "a pair, precision, maxModelLen, tensorParallelSize or"
+                         " gpuMemoryUtilization whose weights and KV cache fit")
+
+
 def _alerts(check: Checker, key: str, value: Any) -> Alerts | None:
     start = check.mark()
-    alerts = check.obj(key, value, _ALERT_KEYS)
+    alerts = check.obj(key, value, (*_ALERT_KEYS, *_MOVED_ALERT_KEYS), required=False)
     if alerts is None:
         return None
-    cap = check.number(f"{key}.hatchCapUsd", get(alerts, "hatchCapUsd"), 0,
-                       note="the hatch's hard monthly budget, as finance was told")
-    spend_alert = check.number(f"{key}.hatchSpendAlertUsd", get(alerts, "hatchSpendAlertUsd"), 0,
-                               default=round(cap * 0.8, 2) if cap else None)
-    if cap is not None and spend_alert is not None and cap > 0 and spend_alert >= cap:
-        check.fail(f"{key}.hatchSpendAlertUsd", get(alerts, "hatchSpendAlertUsd"),
-                   f"a number below hatchCapUsd ({cap:g}): the alert comes before the cap, not at"
-                   " it (seed 001 'Budget hygiene')")
+    for moved, home in _MOVED_ALERT_KEYS.items():
+        if moved in alerts:
+            check.report(f"{key}.{moved}", "a second hatch cap or spend alert",
+                         f"nothing: the hatch is declared once, its {home} drives the gateway's"
+                         " cap, the spend alert rule and the provider-side limit")
     result = Alerts(
         preemptions_per_hour=check.integer(f"{key}.preemptionsPerHour",
                                            get(alerts, "preemptionsPerHour"), 0, default=30),
         ttft_p95_seconds=check.number(f"{key}.ttftP95Seconds", get(alerts, "ttftP95Seconds"), 0,
                                       default=2.0, lo_open=True),
+        itl_p95_seconds=check.number(f"{key}.itlP95Seconds", get(alerts, "itlP95Seconds"), 0,
+                                     default=0.1, lo_open=True),
         prefix_cache_hit_rate_min=check.number(f"{key}.prefixCacheHitRateMin",
                                                get(alerts, "prefixCacheHitRateMin"), 0, 1,
                                                default=0.3),
         hatch_escalations_per_hour=check.integer(f"{key}.hatchEscalationsPerHour",
                                                  get(alerts, "hatchEscalationsPerHour"), 1,
                                                  default=20),
-        hatch_spend_alert_usd=spend_alert,
-        hatch_cap_usd=cap,
     )
     return result if check.clean_since(start) else None
 

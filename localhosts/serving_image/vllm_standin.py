@@ -82,6 +82,7 @@ REFUSED = {
     "--reasoning-parser": "the cookbook forbids it: the model has no thinking mode",
     "--quantization": "the cookbook forbids it: the checkpoint declares its FP8 scheme",
     "--enable-prefix-caching": "the cookbook forbids it: prefix caching is on by default",
+    "--no-enable-prefix-caching": "spear-fleet forbids it: agent turns need the prefix cache",
 }
 
 

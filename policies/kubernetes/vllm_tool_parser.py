@@ -1,10 +1,12 @@
 """vLLM in a Deployment runs with `--enable-auto-tool-choice --tool-call-parser qwen3_coder`
-(seed 001 step 3): without them tool calls come back as text in `content`."""
+(seed 001 step 3), or another name its engine gives that parser (spear/vllm.py's table, by the
+image's tag): without them tool calls come back as text in `content`."""
 
 from pulumi_policy import EnforcementLevel, ReportViolation, ResourceValidationArgs, ResourceValidationPolicy
 
 from policies.common import for_type, vllm_containers
 from spear import tokens
+from spear.rules import IMAGE
 from spear.vllm import tool_parser_missing
 
 SEED = "seed 001 step 3 (serve it: the parser flags this model needs)"
@@ -13,7 +15,8 @@ SEED = "seed 001 step 3 (serve it: the parser flags this model needs)"
 @for_type(tokens.K8S_DEPLOYMENT)
 def k8s_vllm_tool_parser(args: ResourceValidationArgs, report: ReportViolation) -> None:
     for container, argv in vllm_containers(args.props):
-        missing = tool_parser_missing(argv)
+        image = IMAGE.fullmatch(str(container.get("image")))
+        missing = tool_parser_missing(argv, image["tag"] if image else None)
         if missing:
             report(f"{SEED}: container {container['name']} lacks {' and '.join(missing)}; tool"
                    " calls would come back as text. Fix: render the command with spear/vllm.py.")

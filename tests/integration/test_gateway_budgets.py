@@ -8,7 +8,8 @@ smaller than one request (its reservation shrinks to the remainder and admits th
 (2) two replicas on one database (its reservation counter lives in each process unless Redis is
 configured). spear-fleet's ledger is in PostgreSQL and holds the whole worst case: it never
 exceeds the budget. Then five $7 escalations against a $20 hatch cap: exactly two reach the
-frontier, the others are refused visibly, and the hatch settles at $14.
+frontier, the others are refused visibly, and the hatch settles at $14; and every replica's
+exporter says the same spend per developer, read from the shared database.
 """
 
 import time
@@ -174,4 +175,26 @@ def test_five_7_dollar_escalations_against_a_20_dollar_cap_admit_exactly_two_and
     # Each replica counts what it saw; together: two escalations, three refusals, $14.
     assert sum(metric(p, "spear_hatch_escalations_total", status="503") for p in spear) == 2
     assert sum(metric(p, "spear_hatch_rejections_total", status="503") for p in spear) == 3
-    assert max(metric(p, "spear_hatch_spend_usd") for p in spear) == 14.0
+    # The hatch's spend is read from the shared ledger at each scrape: every replica says 14.
+    assert [metric(p, "spear_hatch_spend_usd") for p in spear] == [14.0] * len(spear)
+
+
+def test_every_replica_exports_each_developers_spend_and_tokens_from_the_shared_database(
+        spear, stand):
+    db = stand[1]
+    with psycopg.connect(db.url) as conn:
+        spent = int(conn.execute("SELECT sum(used_nanos) FROM spear_gateway.spear_budget_keys"
+                                 ).fetchone()[0]) / 1e9
+    assert spent > 0
+    # Every key of this module is ana's (developer_key), with no team.
+    for proxy in spear:
+        assert metric(proxy, "spear_developer_spend_usd", developer="ana", team="") == \
+            pytest.approx(spent)
+        assert metric(proxy, "spear_budget_holds_in_flight") == 0
+    # Tokens come from LiteLLM's spend logs, which it writes in batches.
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline and not metric(
+            spear[0], "spear_developer_tokens_total", developer="ana", kind="completion", team=""):
+        time.sleep(2)
+    assert metric(spear[0], "spear_developer_tokens_total", developer="ana", kind="completion",
+                  team="") > 0

@@ -1,21 +1,28 @@
 """The hatch on real LiteLLM (both pinned versions): the fleet's client errors reach the
 developer unchanged and never the frontier; 429, 5xx and no answer escalate, each counted on
-/metrics with the fleet's status. Config-only mode with the master key: the hatch needs no keys.
+/metrics with the fleet's status; a real Prometheus scraping the gateway with the fleet's alert
+rules fires the hatch's spend alert once an escalation crosses it. Config-only mode with the
+master key: the hatch needs no keys.
 """
 
 import time
+import urllib.parse
 
 import pytest
 
+from components.vllm_fleet import alerts, dashboard
+from config.types import Alerts, Hatch, Pricing
 from localhosts.litellm_venv import litellm_venv
 from spear.rules import CODER_MODEL, FRONTIER_MODEL
 from tests.support.frontier_standin import FrontierStandin
 from tests.support.litellm_proxy import ProxyError
 from tests.support.openai_upstream import OpenAIUpstream
+from tests.support.prometheus import prometheus
 from tests.support.spear_gateway_proxy import (FRONTIER_KEY, gateway_config, metric,
                                                spear_proxy)
 
 VERSIONS = {"1.91.1": (4120, 8150, 8160), "1.108.7": (4121, 8151, 8161)}
+PROMETHEUS_PORT = 9190
 CLIENT_ERRORS = [400, 401, 404, 422]
 FLEET_FAILURES = [429, 500, 503, "timeout"]
 REQUEST_TIMEOUT = 3
@@ -116,6 +123,45 @@ def test_the_hatch_spend_gauge_shows_what_the_frontier_cost(gateway):
         time.sleep(0.2)
     assert metric(proxy, "spear_hatch_spend_usd") == pytest.approx(spend + 0.0016)
     assert metric(proxy, "spear_hatch_cap_usd") == 100.0
+
+
+def test_prometheus_scraping_the_gateway_fires_the_hatch_spend_alert_once_an_escalation_crosses_it(
+        gateway, tmp_path):
+    proxy, upstream, frontier = gateway
+    spend = metric(proxy, "spear_hatch_spend_usd")
+    # The gateway's hatch with its alert just above today's spend: one escalation (0.0016 USD)
+    # crosses it. The fleet's other thresholds are their defaults.
+    hatch = Hatch("claude-sonnet-4-5", frontier.base_url, monthly_cap_usd=100.0,
+                  alert_usd=spend + 0.001, pricing=Pricing(0.0, 0.0001))
+    rules = alerts.render(Alerts(preemptions_per_hour=30, ttft_p95_seconds=2.0,
+                                 itl_p95_seconds=0.1, prefix_cache_hit_rate_min=0.3,
+                                 hatch_escalations_per_hour=20), "coder-fleet", hatch)
+    target = urllib.parse.urlsplit(proxy.base_url).netloc
+    scrape = [{"job_name": "spear-gateway", "metrics_path": "/metrics/",
+               "authorization": {"credentials": proxy.master_key},
+               "static_configs": [{"targets": [target]}]}]
+    with prometheus(rules, scrape, PROMETHEUS_PORT, tmp_path) as server:
+        deadline = time.monotonic() + 20
+        while server.value("spear_hatch_spend_usd") is None and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert server.targets_up() == [True]
+        assert server.value("spear_hatch_spend_usd") == pytest.approx(spend)
+        assert "HatchSpendNearCap" not in server.alerts()
+        ask(proxy, "SPEAR-ANSWER-STATUS=503")
+        deadline = time.monotonic() + 30
+        while (server.alerts().get("HatchSpendNearCap") or {}).get("state") != "firing" \
+                and time.monotonic() < deadline:
+            time.sleep(0.5)
+        fired = server.alerts()["HatchSpendNearCap"]
+        assert (fired["state"], fired["labels"]["severity"]) == ("firing", "warning")
+        assert fired["annotations"]["summary"].endswith("of the 100 USD cap.")
+        # The fleet's dashboard: Prometheus takes every query; the hatch's and LiteLLM's own
+        # request count have data from this gateway (the fleet's panels need the fleet).
+        exprs = [target["expr"] for panel in dashboard.render("coder-fleet")["panels"]
+                 for target in panel["targets"]]
+        answered = {expr: server.api("query", query=expr)["result"] for expr in exprs}
+        assert answered[f"max({alerts.HATCH_SPEND})"]
+        assert server.value(f'sum({dashboard.LITELLM_REQUESTS}{{requested_model="coder"}})') > 0
 
 
 # Each harness's dialect reaches the same hatch: Claude Code's Messages API and Codex's

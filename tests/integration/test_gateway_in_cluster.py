@@ -99,7 +99,6 @@ def stand(kube_cluster, tmp_path_factory):
                 "maxModelLen": 4096, "serviceIPs": {"stable": STABLE_IP},
                 "modelCache": {"size": "1Gi", "hostPath": str(workdir / "model-cache"),
                                "accessMode": "ReadWriteOnce"},
-                "observability": {"hatchCapUsd": 500},
             },
         })
         url = db.url.replace("@127.0.0.1:", f"@{kubenode.NODE_IP}:")

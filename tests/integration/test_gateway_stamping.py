@@ -1,6 +1,7 @@
 """What the gateway stamps on `coder` requests, on real LiteLLM (both pinned versions, database
-mode with developers' keys): cache_salt per team, priority per key class (lowering only), and
-rings (pilots on the canary, nobody else ever). Each deployment is a stand-in that records the
+mode with developers' keys): cache_salt per team, priority per key class (lowering only), the
+fleet's time to first token counted by that priority, and rings (pilots on the canary, nobody
+else ever). Each deployment is a stand-in that records the
 bodies it received: a stable and a canary vLLM deployment (which take both fields) and a plain
 endpoint (which takes neither, as llama-server).
 """
@@ -19,7 +20,7 @@ from tests.support.frontier_standin import FrontierStandin
 from tests.support.litellm_proxy import ProxyError, migrate
 from tests.support.openai_upstream import OpenAIUpstream
 from tests.support.postgres import postgres_database
-from tests.support.spear_gateway_proxy import FRONTIER_KEY, gateway_config, spear_proxy
+from tests.support.spear_gateway_proxy import FRONTIER_KEY, gateway_config, metric, spear_proxy
 
 # proxy port, first of four stand-in ports (stable, canary, plain, frontier)
 VERSIONS = {"1.91.1": (4130, 8174), "1.108.7": (4131, 8180)}
@@ -102,6 +103,18 @@ def test_a_background_key_runs_at_10_and_an_interactive_one_at_0(gateway):
     for who, expected in (("bob", 10), ("dee", 10), ("ana", 0), ("cy", 0)):
         assert {body["priority"] for name, body in served(gateway, who)
                 if name != "plain"} == {expected}, who
+
+
+def test_the_fleets_time_to_first_token_is_counted_by_the_priority_it_ran_at(gateway):
+    proxy = gateway[0]
+    before = {p: metric(proxy, "spear_fleet_ttft_seconds_count", priority=p) for p in ("0", "10")}
+    served(gateway, "bob", n=3)
+    served(gateway, "ana", n=2)
+    after = {p: metric(proxy, "spear_fleet_ttft_seconds_count", priority=p) for p in ("0", "10")}
+    # Every request the fleet served is counted (the plain deployment takes no priority: its
+    # answers are counted too, at the key's class, which is what the developer waited on).
+    assert (after["10"] - before["10"], after["0"] - before["0"]) == (3, 2)
+    assert metric(proxy, "spear_fleet_ttft_seconds_sum", priority="10") > 0
 
 
 @pytest.mark.parametrize("who, asked, runs_at", [("bob", 0, 10), ("bob", 20, 20),

@@ -69,7 +69,6 @@ def fleet_config(kubeconfig: Path, cache: Path) -> dict[str, Any]:
         "modelCache": {"size": "1Gi", "hostPath": str(cache), "accessMode": "ReadWriteOnce"},
         "agentSandbox": {"namespace": AGENTS, "gateway": {"cidr": "10.20.0.10/32", "ports": [4000]},
                          "mirrors": {"pypi": {"cidr": "10.20.1.0/24", "ports": [443]}}},
-        "observability": {"hatchCapUsd": 500},
     }
 
 

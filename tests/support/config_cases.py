@@ -151,7 +151,7 @@ VLLM_FLEET = {
     "agentSandbox": {"namespace": "agents",
                      "gateway": {"cidr": "10.20.0.10/32", "ports": [4000]},
                      "mirrors": {"pypi": {"cidr": "10.20.1.0/24", "ports": [443]}}},
-    "observability": {"hatchCapUsd": 500},
+    "observability": {"preemptionsPerHour": 30},
 }
 
 

@@ -76,6 +76,10 @@ def test_two_replicas_roll_one_pod_at_a_time_and_each_proves_every_fleet_route_f
     pod = spec["template"]["spec"]
     [prove] = pod["initContainers"]
     assert prove["command"] == ["python3", "-m", "spear_gateway.prove", "/config/proofs.json"]
+    # Nothing is mounted over /tmp: the image may keep files there (the local image's venv does,
+    # when its cache folder is under /tmp).
+    assert all(m["mountPath"] == "/config" for c in (prove, *pod["containers"])
+               for m in c["volumeMounts"])
     [litellm] = pod["containers"]
     assert litellm["image"] == prove["image"] == IMAGE
     assert litellm["command"][:3] == ["/opt/litellm/venv/bin/litellm", "--config",

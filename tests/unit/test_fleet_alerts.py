@@ -1,7 +1,7 @@
 """The fleet's alert rules (components/vllm_fleet/alerts.py): valid for Prometheus, as
 `promtool check rules` says, and firing on the series they watch, as `promtool test rules`
-evaluates them; the thresholds are the stack's. Set-up installs promtool (Debian's prometheus
-package): these tests require it."""
+evaluates them; the thresholds are the stack's, the hatch's the gateway's (declared once).
+Set-up installs promtool (Debian's prometheus package): these tests require it."""
 
 from __future__ import annotations
 
@@ -14,16 +14,20 @@ import yaml
 
 from components.vllm_fleet import alerts
 from config.schema import parse
+from config.types import Hatch, Pricing
 from tests.support.config_cases import fleet_raw
 
 MODEL = "qwen3-coder-next"
+# The gateway's hatch: a 500 USD monthly cap, its spend alert at 400.
+HATCH = Hatch(model="claude-sonnet-4-5", api_base="https://api.anthropic.com",
+              monthly_cap_usd=500.0, alert_usd=400.0, pricing=Pricing(3e-6, 15e-6))
 
 
 @pytest.fixture
 def rules_file(tmp_path: Path) -> Path:
     fleet = parse(fleet_raw()).vllm_fleet
     path = tmp_path / alerts.RULES_FILE
-    path.write_text(alerts.render(fleet.alerts, fleet.vllm.served_model_name))
+    path.write_text(alerts.render(fleet.alerts, fleet.vllm.served_model_name, HATCH))
     return path
 
 
@@ -34,20 +38,20 @@ def promtool(*args: str, cwd: Path) -> subprocess.CompletedProcess:
 
 def annotations(name: str) -> dict:
     fleet = parse(fleet_raw()).vllm_fleet
-    [rule] = [r for r in alerts.rules(fleet.alerts, MODEL)["groups"][0]["rules"] if r["alert"] == name]
+    [rule] = [r for r in alerts.rules(fleet.alerts, MODEL, HATCH)["groups"][0]["rules"] if r["alert"] == name]
     return rule["annotations"]
 
 
 def test_promtool_accepts_the_rendered_rules(rules_file):
     result = promtool("check", "rules", rules_file.name, cwd=rules_file.parent)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "SUCCESS: 6 rules found" in result.stdout
+    assert "SUCCESS: 7 rules found" in result.stdout
 
 
-def test_the_thresholds_are_the_stacks():
-    fleet = parse(fleet_raw(observability={"hatchCapUsd": 900, "hatchSpendAlertUsd": 600,
-                                           "preemptionsPerHour": 7})).vllm_fleet
-    by_name = {r["alert"]: r["expr"] for r in alerts.rules(fleet.alerts, MODEL)["groups"][0]["rules"]}
+def test_the_thresholds_are_the_stacks_and_the_hatchs_are_the_gateways():
+    fleet = parse(fleet_raw(observability={"preemptionsPerHour": 7})).vllm_fleet
+    hatch = Hatch(**{**HATCH.__dict__, "monthly_cap_usd": 900.0, "alert_usd": 600.0})
+    by_name = {r["alert"]: r["expr"] for r in alerts.rules(fleet.alerts, MODEL, hatch)["groups"][0]["rules"]}
     assert by_name["HatchSpendNearCap"] == "max(spear_hatch_spend_usd) >= 600"
     assert by_name["VllmPreemptions"] == (
         'sum(increase(vllm:num_preemptions_total{model_name="qwen3-coder-next"}[1h])) > 7')
@@ -63,7 +67,7 @@ def _alert_test(series: list[dict], alertname: str, eval_time: str, fires: bool)
 
 def _severity(name: str) -> str:
     fleet = parse(fleet_raw()).vllm_fleet
-    return next(r["labels"]["severity"] for r in alerts.rules(fleet.alerts, MODEL)["groups"][0]["rules"]
+    return next(r["labels"]["severity"] for r in alerts.rules(fleet.alerts, MODEL, HATCH)["groups"][0]["rules"]
                 if r["alert"] == name)
 
 
@@ -71,7 +75,7 @@ def test_the_rules_fire_on_the_series_they_watch_and_stay_quiet_below_their_thre
     hits = f'vllm:prefix_cache_hits_total{{model_name="{MODEL}"}}'
     queries = f'vllm:prefix_cache_queries_total{{model_name="{MODEL}"}}'
     tests = [
-        # 400 USD is the alert threshold (80% of the 500 cap): 410 fires, 390 does not.
+        # 400 USD is the gateway's hatch alert (its cap 500): 410 fires, 390 does not.
         _alert_test([{"series": "spear_hatch_spend_usd", "values": "350 390 410"}],
                     "HatchSpendNearCap", "2m", fires=True),
         _alert_test([{"series": "spear_hatch_spend_usd", "values": "350 380 390"}],
@@ -102,9 +106,23 @@ def test_the_rules_fire_on_the_series_they_watch_and_stay_quiet_below_their_thre
                      {"series": f'vllm:time_to_first_token_seconds_bucket{{model_name="{MODEL}",le="+Inf"}}',
                       "values": "0+10x30"}],
                     "VllmTtftP95High", "30m", fires=True),
+        # Every token after the first in the 0.25s bucket: ITL p95 above 0.1s; in 0.05s: below.
+        *(_alert_test([{"series": f'vllm:inter_token_latency_seconds_bucket{{model_name="{MODEL}",le="{le}"}}',
+                        "values": values} for le, values in buckets],
+                      "VllmItlP95High", "30m", fires=fires)
+          for buckets, fires in (
+              ((("0.05", "0x30"), ("0.25", "0+100x30"), ("+Inf", "0+100x30")), True),
+              ((("0.05", "0+100x30"), ("0.25", "0+100x30"), ("+Inf", "0+100x30")), False))),
     ]
     (rules_file.parent / "tests.yaml").write_text(yaml.safe_dump(
         {"rule_files": [rules_file.name], "evaluation_interval": "1m", "tests": tests}))
     result = promtool("test", "rules", "tests.yaml", cwd=rules_file.parent)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "SUCCESS" in result.stdout + result.stderr
+
+
+def test_a_fleet_without_a_gateway_has_no_hatch_and_no_hatch_rules():
+    fleet = parse(fleet_raw()).vllm_fleet
+    names = [r["alert"] for r in alerts.rules(fleet.alerts, MODEL, None)["groups"][0]["rules"]]
+    assert names == ["VllmPreemptions", "VllmTtftP95High", "VllmItlP95High",
+                     "VllmPrefixCacheHitRateLow"]

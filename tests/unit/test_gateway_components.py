@@ -13,6 +13,7 @@ from typing import Any
 
 import pulumi
 import pytest
+import yaml
 from pulumi.runtime.mocks import MockMonitor
 
 from components.gateway.install import LitellmInstallProvider
@@ -233,3 +234,15 @@ def test_coder_routes_to_the_fleets_stable_service_at_its_fixed_cluster_ip_prove
 def test_each_developers_gateway_smoke_test_must_be_answered_by_every_route_its_ring_reaches(local):
     for dev in ("ana", "bob", "cyn"):
         assert local.inputs[f"gateway-smoke-{dev}"]["routes"] == ["local", "vllm-stable"]
+
+
+def test_the_hatch_is_declared_once_and_its_spend_alert_rule_is_the_gateways(local):
+    raw = local_raw()
+    hatch = raw["gateway"]["hatch"]
+    rules = yaml.safe_load(local.inputs["vllm-alerts"]["data"]["spear-fleet-vllm.rules.yaml"])
+    [spend] = [r for r in rules["groups"][0]["rules"] if r["alert"] == "HatchSpendNearCap"]
+    assert spend["expr"] == f"max(spear_hatch_spend_usd) >= {hatch['alertUsd']:g}"
+    assert f"of the {hatch['monthlyCapUsd']:g} USD cap" in spend["annotations"]["summary"]
+    config = yaml.safe_load(local.inputs["gateway-config"]["content"])
+    assert config["environment_variables"]["SPEAR_HATCH_MONTHLY_CAP_USD"] == \
+        str(float(hatch["monthlyCapUsd"]))

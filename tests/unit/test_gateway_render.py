@@ -9,11 +9,11 @@ import dataclasses
 import pytest
 import yaml
 
-from components.gateway.render import (DATABASE_URL_ENV, FRONTIER_KEY_ENV, MASTER_KEY_ENV, Route,
+from components.gateway.render import (DATABASE_URL_ENV, FRONTIER_KEY_ENV, MASTER_KEY_ENV, Route, hatch_outputs,
                                        render_config, render_env, render_tunnel_unit, render_unit,
                                        upstream_key_env)
 from config.schema import parse
-from config.types import EXTERNAL_DATABASE, OFFLINE_ENGINE, GatewayDatabase
+from config.types import EXTERNAL_DATABASE, OFFLINE_ENGINE, GatewayDatabase, Hatch, Pricing
 from spear.rules import CODER_MODEL, FRONTIER_MODEL, GATEWAY_UNIT, HATCH_CALLBACK, SYSTEM_SLICE
 from tests.support.config_cases import FRONTIER_KEY, MASTER_KEY, gateway_raw
 
@@ -144,3 +144,12 @@ def test_the_tunnel_unit_forwards_the_client_port_to_the_endpoints_server():
     assert "ExitOnForwardFailure=yes" in unit and "Restart=always" in unit
     assert "${" not in unit
 
+
+
+def test_the_hatchs_outputs_name_the_provider_limit_at_the_cap():
+    out = hatch_outputs(Hatch("claude-sonnet-4-5", "https://api.anthropic.com", 200.0, 150.0,
+                              Pricing(3e-6, 15e-6)))
+    assert (out["monthly_cap_usd"], out["alert_usd"]) == (200.0, 150.0)
+    assert out["provider_limit"] == ("set the monthly spend limit of frontierApiKey's account at"
+                                     " https://api.anthropic.com to 200 USD (it cannot be set"
+                                     " from here)")

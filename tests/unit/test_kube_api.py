@@ -111,3 +111,17 @@ def test_a_crashing_litellm_is_reported_with_its_last_log_lines():
     assert problem.startswith("gateway pod spear-gateway-7d9-fghij: litellm CrashLoopBackOff:"
                               " back-off 10s\n")
     assert problem.endswith("prisma: cannot reach the database")
+
+
+def test_a_container_that_cannot_start_is_reported_at_once_with_the_runtimes_reason():
+    pod = {"metadata": {"name": "spear-gateway-7d9-klmno"}, "status": {
+        "initContainerStatuses": [{"name": "prove-routes", "state": {"terminated": {
+            "exitCode": 0}}}],
+        "containerStatuses": [{"name": "litellm", "state": {"waiting": {
+            "reason": "RunContainerError", "message": "exec: \"/opt/litellm/venv/bin/litellm\":"
+                                                      " no such file or directory"}}}]}}
+    api = Recorder()
+    api.request = lambda *a, **k: (400, {}, b'{"message": "container has not started"}')
+    assert _pod_problem(api, "gateway-it", pod) == (
+        'gateway pod spear-gateway-7d9-klmno: litellm RunContainerError: exec:'
+        ' "/opt/litellm/venv/bin/litellm": no such file or directory')

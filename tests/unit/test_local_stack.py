@@ -42,3 +42,13 @@ def test_a_canary_is_reported_beside_the_stable_pair():
 
 def test_a_stack_without_gateway_or_fleet_reports_its_inference_hosts_only():
     assert report({"inference_hosts": {"local": {"smoke_test": "ok"}}}) == ["smoke test (local): ok"]
+
+
+def test_the_report_says_the_hatchs_cap_and_the_provider_limit_only_the_operator_can_set():
+    out = outputs(stable_ready_replicas=2)
+    out["gateway"]["hatch"] = {"monthly_cap_usd": 20.0, "alert_usd": 15.0, "provider_limit":
+                               "set the monthly spend limit of frontierApiKey's account at"
+                               " http://127.0.0.1:8090 to 20 USD (it cannot be set from here)"}
+    assert report(out)[2] == (
+        "hatch: refused over 20 USD a month, alert at 15 USD; set the monthly spend limit of"
+        " frontierApiKey's account at http://127.0.0.1:8090 to 20 USD (it cannot be set from here)")

@@ -141,6 +141,20 @@ def test_a_completion_without_text_fails(content):
     assert judge_completion(200, chat(content)).reason == "empty-text"
 
 
+@pytest.mark.parametrize("content", ["<think>The user wants a one-liner.</think>print('abc'[::-1])",
+                                     "print('abc'[::-1])\n<think>done</think>"])
+def test_a_completion_with_a_think_block_fails_a_model_without_a_thinking_mode(content):
+    result = judge_completion(200, chat(content))
+    assert (result.passed, result.reason) == (False, "thinking-output")
+    assert "<think>" in result.detail
+
+
+def test_a_completion_with_reasoning_beside_its_text_fails_too():
+    answer = json.loads(chat("print('abc'[::-1])"))
+    answer["choices"][0]["message"]["reasoning_content"] = "The user wants a one-liner."
+    assert judge_completion(200, json.dumps(answer).encode()).reason == "thinking-output"
+
+
 def test_a_plain_question_answered_with_a_tool_call_fails():
     # Seed 6.2.10: end_turn requires zero tool calls.
     assert judge_completion(200, chat(None, "tool_calls", [read_file_call()])).reason == (

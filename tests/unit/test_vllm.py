@@ -32,9 +32,10 @@ def test_the_key_and_the_forbidden_flags_are_never_rendered():
 
 
 def test_forbidden_flags_are_found_in_either_form_in_order():
-    argv = ["vllm", "serve", "m", "--quantization=fp8", "--reasoning-parser", "qwen3",
-            "--no-enable-prefix-caching"]
-    assert vllm.forbidden_flags(argv) == ["--quantization", "--reasoning-parser"]
+    argv = ["vllm", "serve", "m", "--quantization=fp8", "--max-num-seqs", "64",
+            "--reasoning-parser", "qwen3", "--no-enable-prefix-caching"]
+    assert vllm.forbidden_flags(argv) == ["--quantization", "--reasoning-parser",
+                                          "--no-enable-prefix-caching"]
     assert vllm.key_on_command_line(["--api-key=x"]) and vllm.key_on_command_line(["--api-key", "x"])
 
 
@@ -92,3 +93,33 @@ def test_serve_script_refuses_an_environment_file_without_the_key(pod):
     result = serve(pod)
     assert result.returncode == 2
     assert "sets no VLLM_API_KEY" in result.stderr
+
+
+@pytest.mark.parametrize("parser,tag", [("qwen3_coder", "v0.10.0"), ("qwen3_coder", "v0.26.0"),
+                                        ("qwen3_xml", "v0.24.0"), ("qwen3_xml", "v0.25.1"),
+                                        ("qwen3_coder", None)])
+def test_a_name_the_engine_gives_the_qwen3_coder_parser_is_no_problem(parser, tag):
+    assert vllm.tool_parser_problem(parser, tag) is None
+
+
+@pytest.mark.parametrize("parser,tag,why", [
+    ("qwen3_xml", "v0.23.1", "'qwen3_xml' names the Qwen3-Coder parser only from v0.24.0; the"
+                             " engine v0.23.1 is older"),
+    ("qwen3_coder", "v0.9.2", "'qwen3_coder' names the Qwen3-Coder parser only from v0.10.0"),
+    ("qwen3_xml", None, "'qwen3_xml' names the Qwen3-Coder parser only from v0.24.0, and the"
+                        " image tag None says no engine version"),
+    ("hermes", "v0.24.0", "'hermes' is not a name of the Qwen3-Coder tool parser (one of"
+                          " qwen3_coder, qwen3_xml)"),
+])
+def test_a_parser_name_the_engine_does_not_give_that_parser_is_refused_with_why(parser, tag, why):
+    assert vllm.tool_parser_problem(parser, tag).startswith(why)
+
+
+def test_the_memory_floor_is_weights_plus_one_full_sequences_kv_cache_against_usable_gpu_memory():
+    fits = dict(parameters_billions=80, precision="fp8", kv_cache_bytes_per_token=24576,
+                max_model_len=262144, gpu_memory_gib=80, gpu_memory_utilization=0.9,
+                tensor_parallel_size=2)
+    assert vllm.memory_floor_problem(**fits) is None
+    assert vllm.memory_floor_problem(**{**fits, "tensor_parallel_size": 1}) == (
+        "74.5 GiB of fp8 weights and 6.0 GiB of KV cache for 262144 tokens need more than the"
+        " 72.0 GiB vLLM may use (1 x 80 GiB x 0.9)")

@@ -51,6 +51,7 @@ def test_the_fleet_declares_its_objects_through_its_own_provider():
         "vllm-model-cache": tokens.K8S_PVC.type,
         "vllm-rollout": tokens.K8S_CONFIG_MAP.type,
         "vllm-tenancy": tokens.K8S_CONFIG_MAP.type,
+        "vllm-dashboard": tokens.K8S_CONFIG_MAP.type,
         "vllm-alerts": tokens.K8S_CONFIG_MAP.type,
         "vllm-stable": tokens.K8S_DEPLOYMENT.type,
         "vllm-service": tokens.K8S_SERVICE.type,

@@ -12,6 +12,7 @@ from config.checker import ConfigError
 from config.load import StackConfigError, load
 from config.schema import parse
 from config.types import Kubeconfig, ServingPair, Vllm
+from spear.vllm import command_line as vllm_command_line
 from tests.support.config_cases import (CANARY_PAIR, DELETE, FLEET, FLEET_SECRETS as SECRETS,
                                         NEXT_REVISION, REVISION, STABLE_PAIR, allowed_for, changed,
                                         fleet_raw, passing_record, problem_line, promoted_raw,
@@ -34,6 +35,12 @@ def failing(**changes) -> dict:
 
 # (id, config, full key without the namespace, a fragment of what is allowed)
 BAD = [
+    ("tool-parser-unknown", fleet_raw(toolCallParser="hermes"),
+     "vllmFleet.toolCallParser", "one of qwen3_coder, qwen3_xml"),
+    ("tool-parser-alias-on-an-older-previous-pair",
+     fleet_raw(toolCallParser="qwen3_xml", previous={**STABLE_PAIR, "tag": "v0.23.1"}),
+     "vllmFleet.toolCallParser", "a name the previous pair's engine (v0.23.1) gives the Qwen3-Coder"
+     " parser: 'qwen3_xml' names the Qwen3-Coder parser only from v0.24.0"),
     ("service-ip-not-an-ip", fleet_raw(serviceIPs={"stable": "vllm.internal"}),
      "vllmFleet.serviceIPs.stable", "an IP address in the cluster's service range"),
     ("service-ip-twice", fleet_raw(canary={**CANARY_PAIR, "replicas": 1},
@@ -110,10 +117,13 @@ BAD = [
      "vllmFleet.agentSandbox.gateway", "an object with keys cidr, ports (required)"),
     ("sandbox-mirror-name", changed(fleet_raw(), (*SANDBOX, "mirrors", "PyPI"), {}),
      "vllmFleet.agentSandbox.mirrors.PyPI", "a name of lowercase letters"),
-    ("hatch-cap-missing", changed(fleet_raw(), (*ALERTS, "hatchCapUsd"), DELETE),
-     "vllmFleet.observability.hatchCapUsd", "the hatch's hard monthly budget"),
-    ("hatch-alert-at-cap", changed(fleet_raw(), (*ALERTS, "hatchSpendAlertUsd"), 500),
-     "vllmFleet.observability.hatchSpendAlertUsd", "below hatchCapUsd (500): the alert comes before"),
+    ("hatch-cap-declared-twice", changed(fleet_raw(), (*ALERTS, "hatchCapUsd"), 500),
+     "vllmFleet.observability.hatchCapUsd", "nothing: the hatch is declared once, its"
+     " gateway.hatch.monthlyCapUsd drives the gateway's cap, the spend alert rule"),
+    ("hatch-alert-declared-twice", changed(fleet_raw(), (*ALERTS, "hatchSpendAlertUsd"), 400),
+     "vllmFleet.observability.hatchSpendAlertUsd", "its gateway.hatch.alertUsd drives"),
+    ("itl-zero", changed(fleet_raw(), (*ALERTS, "itlP95Seconds"), 0),
+     "vllmFleet.observability.itlP95Seconds", "a number > 0"),
     ("hit-rate-over-one", changed(fleet_raw(), (*ALERTS, "prefixCacheHitRateMin"), 1.5),
      "vllmFleet.observability.prefixCacheHitRateMin", "a number >= 0 and <= 1"),
     ("escalations-zero", changed(fleet_raw(), (*ALERTS, "hatchEscalationsPerHour"), 0),
@@ -182,9 +192,16 @@ def test_the_fleet_parses_to_its_typed_config():
         "agents", "10.20.0.10/32", (4000,))
     assert [(m.name, m.cidr, m.ports) for m in sandbox.mirrors] == [("pypi", "10.20.1.0/24", (443,))]
     alerts = fleet.alerts
-    assert (alerts.hatch_cap_usd, alerts.hatch_spend_alert_usd) == (500.0, 400.0)
-    assert (alerts.preemptions_per_hour, alerts.ttft_p95_seconds, alerts.prefix_cache_hit_rate_min,
-            alerts.hatch_escalations_per_hour) == (30, 2.0, 0.3, 20)
+    assert (alerts.preemptions_per_hour, alerts.ttft_p95_seconds, alerts.itl_p95_seconds,
+            alerts.prefix_cache_hit_rate_min, alerts.hatch_escalations_per_hour) == (
+        30, 2.0, 0.1, 0.3, 20)
+
+
+def test_the_parsers_alias_is_taken_on_an_engine_that_gives_it_and_rendered():
+    fleet = parse(fleet_raw(toolCallParser="qwen3_xml")).vllm_fleet
+    assert fleet.vllm.tool_call_parser == "qwen3_xml"
+    argv = vllm_command_line(fleet.vllm)
+    assert argv[argv.index("--tool-call-parser") + 1] == "qwen3_xml"
 
 
 def test_a_canary_serves_its_own_pair_with_the_fleets_other_settings():
@@ -305,3 +322,46 @@ def test_a_gateway_routing_to_the_fleet_needs_its_service_ips_known_at_preview(m
         parse(raw)
     assert ("spear-fleet:vllmFleet.serviceIPs: got nothing; allowed: each track's Service IP"
             in str(refused.value))
+
+
+FACTS = {"parametersBillions": 80, "precision": "fp8", "kvCacheBytesPerToken": 24576}
+
+
+def floor(**facts) -> dict:
+    """GPUs of 80 GiB; the model at FP8 is 74.5 GiB, 262144 tokens of KV cache 6 GiB: with the test
+    fleet's two GPUs at 0.90 (144 GiB) it fits."""
+    return {"gpuMemoryGiB": 80, "models": {"Qwen/Qwen3-Coder-Next-FP8": {**FACTS, **facts}}}
+
+
+def test_a_pair_whose_weights_and_kv_cache_fit_the_gpus_passes_the_memory_floor():
+    fleet = parse(fleet_raw(memoryFloor=floor())).vllm_fleet
+    assert fleet.memory_floor.models["Qwen/Qwen3-Coder-Next-FP8"].precision == "fp8"
+
+
+@pytest.mark.parametrize("change,said", [
+    ({"memoryFloor": floor(precision="bf16")},
+     "149.0 GiB of bf16 weights and 6.0 GiB of KV cache for 262144 tokens need more than the"
+     " 144.0 GiB vLLM may use (2 x 80 GiB x 0.9)"),
+    ({"memoryFloor": floor(kvCacheBytesPerToken=300_000)},
+     "of KV cache for 262144 tokens need more than the 144.0 GiB"),
+    ({"memoryFloor": floor(), "tensorParallelSize": 1},
+     "need more than the 72.0 GiB vLLM may use (1 x 80 GiB x 0.9)"),
+])
+def test_a_precision_context_or_gpu_change_that_cannot_fit_is_refused_before_anything_runs(
+        change, said):
+    with pytest.raises(ConfigError) as refused:
+        parse(fleet_raw(**change))
+    line = problem_line(refused.value, "vllmFleet.stable")
+    assert "Qwen/Qwen3-Coder-Next-FP8 at 262144 tokens on" in line and said in line
+    assert "allowed: a pair, precision, maxModelLen, tensorParallelSize or gpuMemoryUtilization" \
+           " whose weights and KV cache fit" in line
+
+
+def test_a_canary_of_a_model_without_declared_facts_is_refused():
+    raw = fleet_raw(memoryFloor=floor(), canary={**CANARY_PAIR, "model": "Qwen/Other-FP8",
+                                                 "replicas": 1},
+                    serviceIPs={"stable": "10.96.0.50", "canary": "10.96.0.51"})
+    with pytest.raises(ConfigError) as refused:
+        parse(raw)
+    assert "no facts for Qwen/Other-FP8 (the canary pair's model)" in problem_line(
+        refused.value, "vllmFleet.memoryFloor.models")

@@ -92,7 +92,11 @@ cost, so its own budget check may refuse a key somewhat earlier than spear-fleet
 
 Metrics on LiteLLM's /metrics (prometheus_client's default registry; 1.91.1 serves /metrics to
 the master key): `spear_hatch_escalations_total{status="429"|"500"|"503"|...|"timeout"|
-"connection"}`, `spear_hatch_rejections_total{status}`, `spear_hatch_spend_usd` (for the spend
-alert), `spear_hatch_cap_usd`, `spear_budget_rejections_total`,
-`spear_budget_settled_above_hold_total`, `spear_budget_holds_expired_then_settled_total`.
+"connection"}`, `spear_hatch_rejections_total{status}`, `spear_hatch_cap_usd`,
+`spear_budget_rejections_total`, `spear_budget_settled_above_hold_total`,
+`spear_budget_holds_expired_then_settled_total`, `spear_fleet_ttft_seconds{priority}` (a
+histogram of the fleet's time to first token by stamped priority); and, read from the database at each scrape
+(exporter.py, the same on every replica), `spear_hatch_spend_usd` (this month's, for the spend
+alert), `spear_budget_holds_in_flight`, `spear_developer_spend_usd{developer,team}`,
+`spear_developer_budget_usd{developer,team}`, `spear_developer_tokens_total{developer,team,kind}`.
 """

@@ -34,6 +34,17 @@ Admission = Literal["fleet", "reject-duplicate", "reject-quota"]
 Escalation = Literal["hatch", "reject-client-error", "reject-hatch-budget"]
 
 
+@dataclass(frozen=True)
+class DeveloperUsage:
+    """One developer's line of the gateway's exporter (spear_gateway/exporter.py)."""
+    developer: str
+    team: str
+    spent_usd: float  # settled in the key's budget window, as the ledger holds it
+    budget_usd: float
+    prompt_tokens: int
+    completion_tokens: int
+
+
 class ContractViolation(ValueError):
     """A call the contract forbids (double settle, settle above the hold, bad money, reset with
     requests in flight). Nothing was changed."""
@@ -232,3 +243,12 @@ class Ledger:
     @property
     def hatch_spent_usd(self) -> float:
         return usd(self.hatch_spent)
+
+    def hatch_spent_in(self, month: str) -> float:
+        return usd(self.hatch_spent) if self.month == month else 0.0
+
+    def holds_in_flight(self) -> int:
+        return len(self.held)
+
+    def developer_usage(self) -> list[DeveloperUsage]:
+        return []  # no keys without a database: nothing to say per developer

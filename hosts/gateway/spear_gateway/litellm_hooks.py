@@ -82,7 +82,6 @@ exactly once; a failure releases the hold. See spear_gateway/__init__.py for the
 from __future__ import annotations
 
 import asyncio
-import datetime
 import logging
 import os
 import time
@@ -93,7 +92,7 @@ from typing import Any
 from fastapi import HTTPException
 from litellm.integrations.custom_logger import CustomLogger
 
-from spear_gateway import metrics
+from spear_gateway import exporter, metrics
 from spear_gateway.budget import ContractViolation, HoldExpired, Ledger
 from spear_gateway.hatch import FleetFailure, fleet_failure
 from spear_gateway.pricing import Prices, output_limit, usage_usd, worst_case_usd
@@ -140,10 +139,6 @@ def _model_group(kwargs: dict[str, Any]) -> str | None:
     return kwargs.get("model_group")
 
 
-def _month() -> str:
-    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m")
-
-
 class Refusal(HTTPException):
     """A refusal the developer sees: the proxy answers `status` with error type `type` (both
     versions read the type from the exception's `type` attribute), raised from a hook or
@@ -184,7 +179,7 @@ class SpearGateway(CustomLogger):
             log.warning("spear_gateway: no database; the budget ledger lives in this process")
             self._store = Ledger(hatch_cap_usd=settings.hatch_cap_usd,
                                  hold_ttl_seconds=settings.hold_ttl_seconds)
-        metrics.HATCH_SPEND_USD.set(await self._hatch_spent(self._store))
+        exporter.export(self._store)
 
     async def _call(self, method: str, *args: Any, **kwargs: Any) -> Any:
         store = await self.store()
@@ -296,7 +291,7 @@ class SpearGateway(CustomLogger):
         estimate = worst_case_usd(request_kwargs or {}, self._prices(model),
                                   output_limit(request_kwargs or {}) or self.settings.default_max_tokens)
         verdict = await self._call("escalate", request_id, request.failure.status,
-                                   max(estimate, 1e-9), month=_month())
+                                   max(estimate, 1e-9), month=exporter.this_month())
         if verdict != "hatch":
             request.hatch_refused = True
             metrics.HATCH_REJECTIONS.labels(status=request.failure.label).inc()
@@ -334,6 +329,7 @@ class SpearGateway(CustomLogger):
             key_usd = float(cost) if isinstance(cost, (int, float)) else usage_usd(
                 usage, self._prices(self.settings.fleet_model))
             hatch_usd = 0.0
+            _observe_ttft(kwargs, start_time)
         await self._settle(request_id, request, key_usd, hatch_usd)
 
     async def async_post_call_failure_hook(self, request_data: dict, original_exception: Exception,
@@ -365,13 +361,16 @@ class SpearGateway(CustomLogger):
             log.error("spear_gateway: %s; settling at the hold", e)
             await self._call("settle", request_id, min(key_usd, request.held_usd),
                              min(hatch_usd, request.hatch_held_usd))
-        metrics.HATCH_SPEND_USD.set(await self._hatch_spent(await self.store()))
 
-    @staticmethod
-    async def _hatch_spent(store: Any) -> float:
-        if isinstance(store, Ledger):
-            return store.hatch_spent_usd
-        return await asyncio.to_thread(lambda: store.hatch_spent_usd)
+
+def _observe_ttft(kwargs: dict, start_time: Any) -> None:
+    """The fleet's time to first token by stamped priority (LiteLLM sets completion_start_time
+    at the first chunk, or at the answer when not streamed)."""
+    first = kwargs.get("completion_start_time")
+    priority = (_event_metadata(kwargs).get(STAMP) or {}).get("priority")
+    if hasattr(first, "timestamp") and hasattr(start_time, "timestamp") and priority is not None:
+        metrics.FLEET_TTFT.labels(priority=str(priority)).observe(
+            max(0.0, first.timestamp() - start_time.timestamp()))
 
 
 def _usage(response: Any) -> dict[str, Any]:

@@ -1,8 +1,9 @@
 """spear-fleet's Prometheus metrics, in prometheus_client's default registry: LiteLLM's /metrics
 serves that registry, so they appear next to LiteLLM's own. One module, imported by its package
-name, so each metric is registered once however the callbacks module is loaded."""
+name, so each metric is registered once however the callbacks module is loaded. What is read
+from the database at each scrape (spend, the hatch's month, holds) is spear_gateway/exporter.py."""
 
-from prometheus_client import Counter, Gauge
+from prometheus_client import Counter, Gauge, Histogram
 
 HATCH_ESCALATIONS = Counter(
     "spear_hatch_escalations",  # exposed as spear_hatch_escalations_total
@@ -11,8 +12,6 @@ HATCH_ESCALATIONS = Counter(
 HATCH_REJECTIONS = Counter(
     "spear_hatch_rejections",
     "Escalations refused because the hatch's monthly cap was reached", ["status"])
-HATCH_SPEND_USD = Gauge(
-    "spear_hatch_spend_usd", "USD settled on the hatch in the current month (for the spend alert)")
 HATCH_CAP_USD = Gauge("spear_hatch_cap_usd", "The hatch's monthly cap in USD")
 BUDGET_REJECTIONS = Counter(
     "spear_budget_rejections", "Requests refused because the key's budget could not hold them")
@@ -25,3 +24,8 @@ HOLDS_EXPIRED_THEN_SETTLED = Counter(
     "SPEAR_HOLD_TTL_SECONDS above the longest request")
 IN_FLIGHT = Gauge(
     "spear_requests_in_flight", "Admitted requests this process holds budget for, not yet settled")
+FLEET_TTFT = Histogram(
+    "spear_fleet_ttft_seconds",
+    "Time to the first token of coder requests the fleet served, by the priority the gateway"
+    " stamped (vLLM's own TTFT histogram has no priority)", ["priority"],
+    buckets=(0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0))

@@ -23,8 +23,8 @@ import psycopg
 from psycopg import errors
 from psycopg_pool import ConnectionPool
 
-from spear_gateway.budget import (Admission, BudgetRules, ContractViolation, Escalation, Hold,
-                                  nanos, nanos_up, usd)
+from spear_gateway.budget import (Admission, BudgetRules, ContractViolation, DeveloperUsage,
+                                  Escalation, Hold, nanos, nanos_up, usd)
 
 T = TypeVar("T")
 SCHEMA = """
@@ -58,6 +58,23 @@ CREATE INDEX IF NOT EXISTS spear_budget_requests_in_flight
     ON spear_gateway.spear_budget_requests (key) WHERE NOT settled;
 """
 _RETRIED = (errors.DeadlockDetected, errors.SerializationFailure)
+# LiteLLM's own tables (its Prisma schema), read only: a key's owner is its metadata's developer
+# (components/gateway/keys.py::key_metadata), its spend logs name it by the hashed key.
+_DEVELOPER_USAGE = """
+WITH owners AS (
+    SELECT token, coalesce(metadata->>'developer', key_alias, '') AS developer,
+           coalesce(metadata->>'team', '') AS team, max_budget
+    FROM "LiteLLM_VerificationToken"),
+tokens AS (
+    SELECT api_key, sum(prompt_tokens) AS prompt, sum(completion_tokens) AS completion
+    FROM "LiteLLM_SpendLogs" GROUP BY api_key)
+SELECT o.developer, o.team, coalesce(sum(k.used_nanos), 0), max(o.max_budget),
+       coalesce(sum(t.prompt), 0), coalesce(sum(t.completion), 0)
+FROM owners o
+LEFT JOIN spear_gateway.spear_budget_keys k ON k.key = o.token
+LEFT JOIN tokens t ON t.api_key = o.token
+GROUP BY o.developer, o.team ORDER BY o.developer, o.team
+"""
 
 
 # The URL parameters libpq understands; Prisma's own (schema, connection_limit, pool_timeout,
@@ -257,6 +274,29 @@ class PgStore:
         return usd(int(self._run(lambda conn: conn.execute(
             "SELECT coalesce(sum(held_nanos), 0) FROM spear_gateway.spear_budget_requests"
             " WHERE key = %s AND NOT settled", (key,)).fetchone()[0])))
+
+    def hatch_spent_in(self, month: str) -> float:
+        """The hatch's spend in `month` (YYYY-MM): 0 once that month is over, even before the
+        next escalation starts the new one's count."""
+        window, spent = self._run(lambda conn: conn.execute(
+            "SELECT month, spent_nanos FROM spear_gateway.spear_budget_hatch WHERE id = 1"
+        ).fetchone())
+        return usd(spent) if window == month else 0.0
+
+    def holds_in_flight(self) -> int:
+        """Admitted requests not settled yet, on every replica."""
+        return int(self._run(lambda conn: conn.execute(
+            "SELECT count(*) FROM spear_gateway.spear_budget_requests WHERE NOT settled"
+        ).fetchone()[0]))
+
+    def developer_usage(self) -> list[DeveloperUsage]:
+        """Per developer (the keys' metadata; their rotated keys counted with them): the budget
+        window's settled spend as the ledger holds it, the budget, and the tokens LiteLLM's spend
+        logs record (written in batches, so they lag by seconds)."""
+        rows = self._run(lambda conn: conn.execute(_DEVELOPER_USAGE).fetchall())
+        return [DeveloperUsage(developer, team, usd(int(used)), float(budget or 0),
+                               int(prompt), int(completion))
+                for developer, team, used, budget, prompt, completion in rows]
 
     @property
     def hatch_spent_usd(self) -> float:

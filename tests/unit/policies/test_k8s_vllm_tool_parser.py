@@ -32,3 +32,18 @@ def test_an_unknown_command_cannot_pass():
     stable_container(objects)["command"] = UNKNOWN
     [message] = check_resource(POLICY, tokens.K8S_DEPLOYMENT, objects["vllm-stable"][1])
     assert "cannot be verified at preview" in message
+
+
+def with_parser(parser: str, tag: str):
+    objects = kube_objects()
+    container = stable_container(objects)
+    container["command"][container["command"].index("--tool-call-parser") + 1] = parser
+    container["image"] = f"vllm/vllm-openai:{tag}"
+    return objects["vllm-stable"][1]
+
+
+def test_the_parsers_alias_passes_on_the_engine_that_gives_it_and_not_on_an_older_one():
+    assert check_resource(POLICY, tokens.K8S_DEPLOYMENT, with_parser("qwen3_xml", "v0.24.0")) == []
+    [message] = check_resource(POLICY, tokens.K8S_DEPLOYMENT, with_parser("qwen3_xml", "v0.23.1"))
+    assert "lacks --tool-call-parser qwen3_coder (or a name of its parser on this engine;" \
+           " 'qwen3_xml' is not)" in message

@@ -19,10 +19,11 @@ def test_each_forbidden_flag_is_a_violation_in_either_form(extra):
     assert message.startswith(f"seed 001 step 3 (what must never be added): vLLM is given {flag}:")
 
 
-def test_the_off_switch_of_prefix_caching_is_not_the_forbidden_flag():
+def test_the_off_switch_of_prefix_caching_is_refused_too():
     props = prod(tokens.POD_VLLM)
     props["command_line"].append("--no-enable-prefix-caching")
-    assert check_resource(POLICY, tokens.POD_VLLM, props) == []
+    [message] = check_resource(POLICY, tokens.POD_VLLM, props)
+    assert "vLLM is given --no-enable-prefix-caching: it turns off the prefix cache" in message
 
 
 def test_an_unknown_command_line_cannot_pass():
