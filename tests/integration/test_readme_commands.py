@@ -28,6 +28,10 @@ LAST_LINES = [
     # The inference host and the fleet's stable Service both answered, each pod named.
     *(f"smoke test \\(gateway, coder, {developer}\\): {ANSWER}; served by local,"
       r" vllm-stable \(vllm-stable-[a-z0-9]+-[a-z0-9]+\)" for developer in ("ana", "bob", "cyn")),
+    # The hatch's cap, and the limit only the operator can set at the provider.
+    re.escape("hatch: refused over 20 USD a month, alert at 15 USD; set the monthly spend limit of"
+              " frontierApiKey's account at https://api.anthropic.com to 20 USD (it cannot be set"
+              " from here)"),
     re.escape("vLLM fleet (local cluster, namespace vllm): stable"
               " localhost/spear-fleet/vllm-standin:v0.24.0 revision da6e2ed, 2/2 ready"),
 ]
