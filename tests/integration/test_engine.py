@@ -109,9 +109,10 @@ def test_prod_previews_without_its_hosts_and_never_shows_the_key(tmp_path):
     assert not re.search(r"^\s*error:", shown.stdout + shown.stderr, re.MULTILINE | re.IGNORECASE)
     assert "connection" in shown.stdout and "[secret]" in shown.stdout
     preview = project.preview("prod")
-    # The inference host's 9 (stack, component, 7 parts) and the vLLM fleet's 13 (component,
-    # provider, 11 objects): the fleet previews although k8s.prod.internal does not resolve here.
-    assert preview["changeSummary"] == {"create": 22}
+    # The inference host's 9 (stack, component, 7 parts) and the vLLM fleet's 14 (component,
+    # provider, 12 objects, its dashboard among them): the fleet previews although
+    # k8s.prod.internal does not resolve here.
+    assert preview["changeSummary"] == {"create": 23}
     kinds = {step["urn"].rsplit("::", 1)[1]: step["urn"].split("::")[-2].rsplit("$", 1)[-1]
              for step in preview["steps"]}
     assert kinds["vllm-stable"] == "kubernetes:apps/v1:Deployment"
