@@ -128,6 +128,7 @@ def test_the_hatch_spend_gauge_shows_what_the_frontier_cost(gateway):
 def test_prometheus_scraping_the_gateway_fires_the_hatch_spend_alert_once_an_escalation_crosses_it(
         gateway, tmp_path):
     proxy, upstream, frontier = gateway
+    ask(proxy, "hello")  # the hook opens its ledger, and so exports it, at its first request
     spend = metric(proxy, "spear_hatch_spend_usd")
     # The gateway's hatch with its alert just above today's spend: one escalation (0.0016 USD)
     # crosses it. The fleet's other thresholds are their defaults.

@@ -17,6 +17,8 @@ from typing import Any
 
 import yaml
 
+from tests.support.processes import stop
+
 READY_WITHIN = 30.0
 
 
@@ -67,10 +69,5 @@ def prometheus(rules: str, scrape_configs: list[dict[str, Any]], port: int,
                 time.sleep(0.3)
         yield server
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop(process, timeout=20)
         log.close()

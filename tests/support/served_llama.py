@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from localhosts.llama_build import local_stack_llama_server
+from tests.support.processes import stop
 
 # As the local stack runs it (a q8_0 KV cache needs flash attention on the CPU build).
 SERVER_FLAGS = ("--ctx-size", "512", "--cache-type-k", "q8_0", "--cache-type-v", "q8_0",
@@ -60,9 +61,4 @@ def llama_server(model: Path, port: int, log_dir: Path, *flags: str) -> Iterator
             time.sleep(0.5)
         yield base
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc, timeout=15)
