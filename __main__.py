@@ -6,7 +6,7 @@ import pulumi
 
 from components.endpoints.reds import RedsEndpoint, RedsEndpointArgs
 from components.endpoints.runpod_endpoint import RunPodEndpoint, RunPodEndpointArgs
-from components.gateway import FleetRoutes, Gateway, GatewayArgs, Upstream
+from components.gateway import FleetRoutes, Gateway, GatewayArgs, Upstream, metrics_target
 from components.gateway.cluster import ClusterGateway, ClusterGatewayArgs
 from components.hostops.kube_api import cluster_access
 from components.inference_host import InferenceHost, InferenceHostArgs
@@ -41,7 +41,9 @@ cfg = stack.config
 # The vLLM fleet on Kubernetes, when the stack declares one.
 fleet = None if cfg.vllm_fleet is None else VllmFleet("vllm", VllmFleetArgs(
     config=cfg.vllm_fleet, api_key=stack.api_keys[VLLM_API_KEY], kubeconfig=stack.kubeconfig,
-    hatch=cfg.gateway.hatch if cfg.gateway else None))
+    hatch=cfg.gateway.hatch if cfg.gateway else None,
+    gateway=metrics_target(cfg.gateway) if cfg.gateway else None,
+    gateway_key=stack.api_keys[GATEWAY_MASTER_KEY] if cfg.gateway else None))
 
 # The gateway routes `coder` to the endpoints it names, each through a tunnel at its backend's
 # client port on the gateway host, and to the fleet's tracks at their Services; in the fleet's

@@ -428,6 +428,27 @@ class Alerts:
     prefix_cache_hit_rate_min: float
     hatch_escalations_per_hour: int
     # The hatch's spend alert and cap are gateway.hatch's (declared once, with the gateway).
+    # A track's prefill or decode tokens/s below this share of its last measurement fails the
+    # `up` after a pair change (components/vllm_fleet/throughput.py); None: only recorded.
+    throughput_min_ratio: float | None = None
+
+
+# Who evaluates the alert rules and scrapes the fleet and the gateway: nobody the stack runs (the
+# rules and the dashboard are ConfigMaps for a Prometheus of your own), a Prometheus the stack
+# runs in the cluster, or the Prometheus Operator's objects (PrometheusRule, PodMonitor,
+# ScrapeConfig) for a cluster that runs the Operator.
+PROMETHEUS_MODES = ("none", "bundled", "operator")
+
+
+@dataclass(frozen=True)
+class Prometheus:
+    mode: str  # one of PROMETHEUS_MODES
+    scrape_interval_seconds: int  # scrapes and rule evaluations
+    image: str | None = None  # bundled: the server's image, pinned
+    port: int = 9090  # bundled: where it listens on the node's network
+    retention: str = "15d"  # bundled: how long it keeps samples
+    # operator: the labels the Operator's ruleSelector and monitor selectors match
+    selector_labels: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -463,6 +484,7 @@ class VllmFleet:
     # fleet are known at preview; {}: Kubernetes picks them, and the gateway cannot route there.
     service_ips: dict[str, str] = field(default_factory=dict)
     memory_floor: MemoryFloor | None = None  # None: the stack declares no model facts
+    prometheus: Prometheus = Prometheus(mode="none", scrape_interval_seconds=30)
 
     def image_ref(self, pair: ServingPair) -> str:
         return f"{self.image}:{pair.tag}" + (f"@{pair.digest}" if pair.digest else "")

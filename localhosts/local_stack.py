@@ -23,7 +23,7 @@ from pathlib import Path
 
 import yaml
 
-from localhosts import kubebuild, llama_source, tiny_model
+from localhosts import kubebuild, llama_source, prometheus_image, tiny_model
 from localhosts.host import HostInfo, start_host, stop_host
 from localhosts.kubecluster import LOCAL_CLUSTER, ClusterInfo, start_cluster, stop_cluster
 from localhosts.wheelhouse import ensure_wheelhouse
@@ -80,16 +80,18 @@ def start_gateway(name: str = GATEWAY_HOST, ssh_port: int = GATEWAY_SSH_PORT,
 def start_local_cluster(fresh: bool = False) -> ClusterInfo:
     """The cluster the stack's vLLM fleet names (its kubeconfig is written by the start), once its
     binaries, the kubernetes provider plugin and the serving image are built (cached: instant when
-    they are), with the serving image loaded into its node."""
+    they are), with the serving image and the bundled Prometheus's loaded into its node."""
     from localhosts.serving_image.build import ensure_image  # builds llama-server: only here
     kubebuild.ensure_all()
-    return start_cluster(LOCAL_CLUSTER, images=[ensure_image().archive], fresh=fresh)
+    return start_cluster(LOCAL_CLUSTER, images=[ensure_image().archive,
+                                                prometheus_image.ensure_image().archive],
+                         fresh=fresh)
 
 
 def report(outputs: dict) -> list[str]:
     """The lines up-local ends with, from the stack's outputs: each inference host's smoke test,
     each developer's through the gateway, the hatch's cap and the limit only the operator can set,
-    and the vLLM fleet's rollout."""
+    the vLLM fleet's rollout, and where its bundled Prometheus answers."""
     lines = [f"smoke test ({name}): {host['smoke_test']}"
              for name, host in outputs["inference_hosts"].items()]
     gateway = outputs.get("gateway") or {}
@@ -110,6 +112,10 @@ def report(outputs: dict) -> list[str]:
             line += (f"; canary {canary['image']} revision {canary['revision'][:7]},"
                      f" {canary.get('ready_replicas') or 0}/{canary['replicas']} ready (pilot ring only)")
         lines.append(line)
+        prometheus = fleet.get("prometheus") or {}
+        if prometheus.get("port"):  # bundled: on the node's network, which is this machine's
+            lines.append(f"Prometheus (the fleet's and the gateway's metrics, the alert rules):"
+                         f" http://127.0.0.1:{prometheus['port']}/api/v1/alerts")
     return lines
 
 

@@ -9,6 +9,7 @@ TRACK = "track"
 STABLE, CANARY = "stable", "canary"
 PART = "spear-fleet/part"  # what a ConfigMap is for
 ROLLOUT, TENANCY, ALERTS = "rollout", "tenancy", "alerts"
+MONITORING = "monitoring"  # whatever scrapes the fleet and evaluates its rules
 ROLE = "spear-fleet/role"  # what a namespace is for
 AGENT_SANDBOX = "agent-sandbox"
 ENGINE_VERSION = "spear-fleet/engine-version"

@@ -82,6 +82,7 @@ PART_NAMES = {
     tokens.GATEWAY_HOOK_FILE.type: "gateway hook file",
     tokens.TUNNEL_KEY.type: "tunnel key",
     tokens.GATEWAY_SMOKE_TEST.type: "gateway smoke test",
+    tokens.FLEET_THROUGHPUT.type: "fleet throughput",
     tokens.GATEWAY_KEY.type: "developer key",
     tokens.GATEWAY_ROLLOUT.type: "gateway rollout",
     tokens.K8S_JOB.type: "Job",
@@ -111,6 +112,8 @@ UPDATE_MEANING = {
     tokens.GATEWAY_MIGRATIONS.type: "applies only the LiteLLM migrations not yet recorded",
     tokens.GATEWAY_KEY.type: "updated in place through /key/update: the developer keeps the key",
     tokens.GATEWAY_SMOKE_TEST.type: "asks coder for SPEAR-BACKEND-OK through the gateway again",
+    tokens.FLEET_THROUGHPUT.type: "measures the track's prefill and decode tokens/s again and"
+                                  " compares them with the last measurement",
     tokens.GATEWAY_ROLLOUT.type: "waits until every gateway pod proved its fleet routes and is"
                                  " ready; a failed proof fails the update, the old pods serve on",
 }
@@ -186,6 +189,8 @@ def _part_name(step: Mapping[str, Any]) -> str:
     kind = _kind(step)
     inputs = _inputs(step, "newState") or _inputs(step, "oldState")
     labels = (inputs.get("metadata") or {}).get("labels") or {}
+    if labels.get(fleet.PART) == fleet.MONITORING:  # components/vllm_fleet/monitoring.py
+        return f"Prometheus {kind.rsplit(':', 1)[-1]} {inputs['metadata'].get('name', '')}".rstrip()
     if labels.get(GATEWAY_APP[0], "").startswith(GATEWAY_APP[1]) and kind in GATEWAY_PART_NAMES:
         return f"{GATEWAY_PART_NAMES[kind]} {inputs['metadata'].get('name', '')}".rstrip()
     if kind in UNIT_KINDS:

@@ -53,6 +53,10 @@ GATEWAY_SMOKE_TEST = Token("GatewaySmokeTest")
 GATEWAY_KEY = Token("GatewayKey")
 GATEWAY_ROLLOUT = Token("GatewayRollout")  # the gateway's Deployment in the cluster, waited for
 
+# The fleet's throughput, measured after every change of a track's pair
+# (components/vllm_fleet/throughput.py).
+FLEET_THROUGHPUT = Token("FleetThroughput")
+
 # Components.
 INFERENCE_HOST = "spear:inference:InferenceHost"
 RUNPOD_ENDPOINT = "spear:endpoints:RunPodEndpoint"

@@ -15,10 +15,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import pulumi
-from pulumi.dynamic import ReadResult
 
 from spear.probes import MODEL_LIST, ProbeResult, failure, listed_models, probes
-from components.hostops.host_resource import HostProvider, HostResource
+from components.hostops.host_resource import CheckProvider, HostResource
 from components.hostops.ssh import RemoteError, Session, bearer_headers, wait_until
 from spear import tokens
 
@@ -57,7 +56,7 @@ class EndpointVerificationArgs:
     settle_seconds: float = 0.0
 
 
-class EndpointVerificationProvider(HostProvider):
+class EndpointVerificationProvider(CheckProvider):
     update_fields = ("triggers", "endpoint", "address", "port", "served_model", "api_key",
                      "settle_seconds")
 
@@ -91,12 +90,6 @@ class EndpointVerificationProvider(HostProvider):
                     served_ids = listed_models(json.loads(body)) or []
                 passed.append(result.name)
         return {**props, "passed": passed, "served_model_ids": served_ids}
-
-    def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
-        return ReadResult(id_=id_, outs=dict(props))  # a check leaves nothing on the host
-
-    def delete(self, _id: str, props: dict[str, Any]) -> None:
-        return None
 
 
 def _answers(host: Session, port: int, address: str) -> bool:

@@ -32,7 +32,10 @@ from components.hostops.remote_file import RemoteFile, RemoteFileArgs, content_d
 from components.hostops.smoke_test import SmokeTest, SmokeTestArgs
 from components.hostops.ssh import connection_input
 from components.hostops.systemd_unit import HealthCheck, SystemdUnit, SystemdUnitArgs
+from components.gateway import cluster_manifests
 from components.vllm_fleet import Track
+from components.vllm_fleet.monitoring import GatewayTarget
+from components.vllm_fleet.throughput import FleetThroughput, FleetThroughputArgs
 from config.types import EXTERNAL_DATABASE, FLEET_UPSTREAM, OFFLINE_ENGINE, Backend, Developer
 from config.types import Gateway as GatewayConfig
 from spear import harness, tokens
@@ -79,6 +82,14 @@ class Upstream:
 
 def fleet_route(track: str) -> str:
     return f"vllm-{track}"
+
+
+def metrics_target(config: GatewayConfig) -> GatewayTarget:
+    """Where the fleet's Prometheus reads the gateway's /metrics/: its pods, or its host."""
+    if config.kubernetes is not None:
+        return GatewayTarget(namespace=config.kubernetes.namespace,
+                             pod_labels={cluster_manifests.APP_LABEL: cluster_manifests.NAME})
+    return GatewayTarget(address=f"{config.host}:{config.port}")
 
 
 @dataclass
@@ -208,6 +219,8 @@ class Gateway(pulumi.ComponentResource):
         # The fleet's tracks: proven from this host, at the address the route will use, after
         # every change of the track's pods; the route is written only once its proof passed.
         self.fleet_proofs: dict[str, EndpointProof] = {}
+        # And each track's throughput, re-measured when its pair changes.
+        self.fleet_throughput: dict[str, FleetThroughput] = {}
         fleet = args.fleet
         for track in (fleet.tracks if fleet else []):
             route = fleet_route(track.name)
@@ -217,6 +230,14 @@ class Gateway(pulumi.ComponentResource):
                 triggers={"pair": track.pair, "generation": track.generation},
                 settle_seconds=track.settle_seconds,
             ), pulumi.ResourceOptions(parent=self, depends_on=track.after))
+            self.fleet_throughput[track.name] = FleetThroughput(
+                f"{name}-{route}-throughput", FleetThroughputArgs(
+                    connection=connection, address=track.address, port=track.port,
+                    model=track.served_model, max_model_len=track.max_model_len,
+                    pair=track.pair, api_key=fleet.api_key,
+                    min_ratio=track.throughput_min_ratio),
+                pulumi.ResourceOptions(parent=self,
+                                       depends_on=[self.fleet_proofs[track.name].smoke_test]))
         if fleet:
             routes.extend(fleet.routes())
             env.update(fleet.keys())
@@ -289,7 +310,8 @@ class Gateway(pulumi.ComponentResource):
             "litellm_version": self.install.installed_version,
             "upstreams": upstream_names,
             "fleet_routes": {track: {"verified": proof.verification.passed,
-                                     "smoke_test": proof.smoke_test.summary}
+                                     "smoke_test": proof.smoke_test.summary,
+                                     "throughput": self._throughput(track)}
                              for track, proof in self.fleet_proofs.items()},
             "migrations_applied": self.migrations.applied,
             "database": "local" if local_db else "external",
@@ -297,4 +319,10 @@ class Gateway(pulumi.ComponentResource):
             **self.access.outputs(),
         }
         self.register_outputs(self.outputs)
+
+    def _throughput(self, track: str) -> dict[str, pulumi.Output[Any]]:
+        measured = self.fleet_throughput[track]
+        return {"prefill_tokens_per_second": measured.prefill_tokens_per_second,
+                "decode_tokens_per_second": measured.decode_tokens_per_second,
+                "previous": measured.previous, "ratios": measured.ratios}
 

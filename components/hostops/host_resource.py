@@ -10,7 +10,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 import pulumi
-from pulumi.dynamic import CreateResult, DiffResult, Resource, ResourceProvider, UpdateResult
+from pulumi.dynamic import (CreateResult, DiffResult, ReadResult, Resource, ResourceProvider,
+                            UpdateResult)
 
 
 class HostProvider(ResourceProvider):
@@ -45,6 +46,17 @@ class HostProvider(ResourceProvider):
 
     def create(self, props: Mapping[str, Any]) -> CreateResult:
         return CreateResult(id_=self.resource_id(props), outs=self.apply(dict(props), olds=None))
+
+
+class CheckProvider(HostProvider):
+    """A check (a probe, a smoke test, a measurement): it runs on create and update, and leaves
+    nothing behind, so a refresh keeps its last result and a delete has nothing to remove."""
+
+    def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
+        return ReadResult(id_=id_, outs=dict(props))
+
+    def delete(self, _id: str, props: dict[str, Any]) -> None:
+        return None
 
 
 class HostResource(Resource):

@@ -14,9 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import pulumi
-from pulumi.dynamic import ReadResult
 
-from components.hostops.host_resource import HostProvider, HostResource
+from components.hostops.host_resource import CheckProvider, HostResource
 from components.hostops.kube_api import vantage, vantage_name
 from components.hostops.ssh import RemoteError, bearer_headers
 from spear import tokens
@@ -48,7 +47,7 @@ def served_by(headers: dict[str, str]) -> str:
     return f"{route} ({pod})" if route and pod else route or pod
 
 
-class SmokeTestProvider(HostProvider):
+class SmokeTestProvider(CheckProvider):
     update_fields = ("triggers", "port", "address", "model", "api_key", "routes")
 
     def resource_id(self, props: dict[str, Any]) -> str:
@@ -80,12 +79,6 @@ class SmokeTestProvider(HostProvider):
         return {**props, "stop_reason": result.stop_reason, "text": result.text,
                 "tool_calls": list(result.tool_calls), "summary": str(result),
                 "served_by": sorted(seen.values())}
-
-    def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
-        return ReadResult(id_=id_, outs=dict(props))  # a check leaves nothing on the host
-
-    def delete(self, _id: str, props: dict[str, Any]) -> None:
-        return None
 
 
 class SmokeTest(HostResource, module=tokens.DYNAMIC_MODULE, name=tokens.SMOKE_TEST.name):

@@ -7,7 +7,9 @@ fleet never lands on whatever cluster a shell happens to point at. The objects
 the stack's Pulumi secret; the model-cache claim (and a static volume when the stack names a
 node path); the `stable` Deployment and its Service, and a `canary` Deployment with a Service of its own when
 declared (the gateway routes only the pilot ring to it); the rollout record, tenancy,
-alert-rule and Grafana dashboard ConfigMaps; and the agent sandbox's namespace with
+alert-rule and Grafana dashboard ConfigMaps; who scrapes and evaluates them
+(components/vllm_fleet/monitoring.py: a bundled Prometheus, or the Operator's objects); and the
+agent sandbox's namespace with
 default-deny egress and its allowlist. `tracks` says, per track, where the gateway reaches it and what proves a rollout.
 
 A new image tag or revision of a pair changes its Deployment's pod template: Kubernetes rolls it
@@ -22,7 +24,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.vllm_fleet import alerts, dashboard, manifests
+from components.vllm_fleet import alerts, dashboard, manifests, monitoring
 from config.types import Hatch, ServingPair
 from config.types import VllmFleet as FleetConfig
 from spear import tokens, vllm
@@ -39,6 +41,8 @@ class Track:
     served_model: str
     pair: dict[str, Any]  # the (image, model, revision) it runs
     generation: pulumi.Output[Any]  # the Deployment's: moves with every change of its pods
+    max_model_len: int  # the served window (the throughput measure's prompt fits in it)
+    throughput_min_ratio: float | None  # observability.throughputMinRatio
     after: list[pulumi.Resource] = field(default_factory=list)
     # How long a replaced pod keeps answering after its rollout is done (its preStop drain, then
     # its exit): what proves a rollout must come after it.
@@ -51,6 +55,10 @@ class VllmFleetArgs:
     api_key: pulumi.Input[str]  # secret: what vLLM demands of its clients (VLLM_API_KEY)
     kubeconfig: pulumi.Input[str] | None = None  # secret text; None: the config's file or ambient
     hatch: Hatch | None = None  # the gateway's (gateway.hatch): its spend alert rule
+    # The gateway, for the fleet's Prometheus (observability.prometheus): where its /metrics/
+    # is, and the master key it asks for (secret).
+    gateway: monitoring.GatewayTarget | None = None
+    gateway_key: pulumi.Input[str] | None = None
 
 
 class VllmFleet(pulumi.ComponentResource):
@@ -91,11 +99,12 @@ class VllmFleet(pulumi.ComponentResource):
                                              opts=after(self.namespace))
         self.tenancy = k8s.core.v1.ConfigMap(f"{name}-tenancy", **manifests.tenancy(cfg),
                                              opts=after(self.namespace))
-        self.alert_rules = k8s.core.v1.ConfigMap(
-            f"{name}-alerts", **manifests.alert_rules(
-                cfg, alerts.render(cfg.alerts, cfg.vllm.served_model_name, args.hatch),
-                alerts.RULES_FILE),
-            opts=after(self.namespace))
+        rules_text = alerts.render(cfg.alerts, cfg.vllm.served_model_name, args.hatch)
+        rules_config_map = manifests.alert_rules(cfg, rules_text, alerts.RULES_FILE)
+        self.alert_rules = k8s.core.v1.ConfigMap(f"{name}-alerts", **rules_config_map,
+                                                 opts=after(self.namespace))
+        self.monitoring = self._monitoring(name, cfg, args, rules_text,
+                                           rules_config_map["metadata"]["name"], after)
         self.dashboard = k8s.core.v1.ConfigMap(
             f"{name}-dashboard", **dashboard.config_map(cfg.namespace, cfg.vllm.served_model_name),
             opts=after(self.namespace))
@@ -152,8 +161,49 @@ class VllmFleet(pulumi.ComponentResource):
             "stable_ready_replicas": self.stable.status.apply(
                 lambda status: status.ready_replicas if status else None),
             "agent_namespace": cfg.agent_sandbox.namespace if cfg.agent_sandbox else None,
+            # bundled: the port it listens on, on the node's network
+            "prometheus": {"mode": cfg.prometheus.mode, "port": cfg.prometheus.port
+                           if cfg.prometheus.mode == "bundled" else None},
         }
         self.register_outputs(self.outputs)
+
+    def _monitoring(self, name: str, cfg: FleetConfig, args: VllmFleetArgs, rules_text: str,
+                    rules_config_map: str, after: Any) -> list[pulumi.Resource]:
+        """observability.prometheus's objects (components/vllm_fleet/monitoring.py)."""
+        mode = cfg.prometheus.mode
+        if mode == "none":
+            return []
+        made: list[pulumi.Resource] = []
+        if args.gateway is not None and args.gateway_key is not None:
+            made.append(k8s.core.v1.Secret(
+                f"{name}-prometheus-gateway-key", **monitoring.gateway_key_secret(
+                    cfg, pulumi.Output.secret(args.gateway_key)), opts=after(self.namespace)))
+        gateway = args.gateway if made else None
+        if mode == "operator":
+            rules = alerts.rules(cfg.alerts, cfg.vllm.served_model_name, args.hatch)
+            for spec in (monitoring.prometheus_rule(cfg, rules),
+                         *monitoring.monitors(cfg, gateway)):
+                made.append(k8s.apiextensions.CustomResource(
+                    f"{name}-{spec['kind'].lower()}-{spec['metadata']['name']}", **spec,
+                    opts=after(self.namespace, *made)))
+            return made
+        files = monitoring.config_files(cfg, gateway, alerts.RULES_FILE)
+        account = k8s.core.v1.ServiceAccount(f"{name}-prometheus-account",
+                                             **monitoring.service_account(cfg),
+                                             opts=after(self.namespace))
+        role = k8s.rbac.v1.ClusterRole(f"{name}-prometheus-role", **monitoring.cluster_role(cfg),
+                                       opts=after())
+        binding = k8s.rbac.v1.ClusterRoleBinding(f"{name}-prometheus-binding",
+                                                 **monitoring.cluster_role_binding(cfg),
+                                                 opts=after(role, account))
+        config = k8s.core.v1.ConfigMap(f"{name}-prometheus-config",
+                                       **monitoring.config_map(cfg, files),
+                                       opts=after(self.namespace))
+        server = k8s.apps.v1.Deployment(
+            f"{name}-prometheus", **monitoring.deployment(
+                cfg, files, rules_text, rules_config_map),
+            opts=after(binding, config, self.alert_rules, *made))
+        return [*made, account, role, binding, config, server]
 
     @staticmethod
     def _track(track: str, pair: ServingPair, deployment: k8s.apps.v1.Deployment,
@@ -162,4 +212,6 @@ class VllmFleet(pulumi.ComponentResource):
                      port=cfg.vllm.port,
                      served_model=cfg.vllm.served_model_name,
                      pair={"image": cfg.image_ref(pair), "model": pair.model, "revision": pair.revision},
-                     generation=deployment.metadata.generation, after=[deployment, service])
+                     generation=deployment.metadata.generation, after=[deployment, service],
+                     max_model_len=cfg.vllm.max_model_len,
+                     throughput_min_ratio=cfg.alerts.throughput_min_ratio)

@@ -20,11 +20,12 @@ from typing import Any
 from config.checker import DNS_LABEL, DNS_LABEL_TEXT, MISSING, Checker, get, ip_address
 from config.types import (ACCESS_MODES, AMBIENT, CACHE_SALT_SCOPES, AgentSandbox, Alerts, Canary,
                           EgressTarget, GateRecord, Kubeconfig, MemoryFloor, ModelCache,
-                          ModelFacts, ServingPair, Vllm, VllmFleet)
+                          ModelFacts, PROMETHEUS_MODES, Prometheus, ServingPair, Vllm, VllmFleet)
 from config.schema.runpod import _HF_REPO, _SERVED_NAME
 from spear import rollout_gate
 from spear.fleet import CANARY, STABLE
-from spear.rules import COMMIT, COMMIT_TEXT, IMAGE, IMAGE_DIGEST, IMAGE_TAG, UNPINNED_TAG
+from spear.rules import (COMMIT, COMMIT_TEXT, IMAGE, IMAGE_DIGEST, IMAGE_TAG, UNPINNED_TAG,
+                         image_pin_problem)
 from spear.vllm import (BYTES_PER_PARAMETER, GPU_MEMORY_UTILIZATION, TOOL_CALL_PARSER,
                         TOOL_CALL_PARSERS, memory_floor_problem, tool_parser_problem)
 
@@ -41,7 +42,7 @@ _PAIR_KEYS = ("tag", "digest", "model", "revision")
 _FACT_KEYS = ("parametersBillions", "precision", "kvCacheBytesPerToken")
 _RECORD_KEYS = ("pin", "toolCalls", "pairedEval", "latency")
 _ALERT_KEYS = ("preemptionsPerHour", "ttftP95Seconds", "itlP95Seconds", "prefixCacheHitRateMin",
-               "hatchEscalationsPerHour")
+               "hatchEscalationsPerHour", "throughputMinRatio")
 # Keys the hatch's one block took over: said where they went, not just "unknown".
 _MOVED_ALERT_KEYS = {"hatchCapUsd": "gateway.hatch.monthlyCapUsd",
                      "hatchSpendAlertUsd": "gateway.hatch.alertUsd"}
@@ -110,6 +111,8 @@ def parse(check: Checker, value: Any, kubeconfig_secret: Any) -> VllmFleet | Non
         model_cache=_model_cache(check, f"{k}.modelCache", get(fleet, "modelCache")),
         agent_sandbox=_agent_sandbox(check, f"{k}.agentSandbox", get(fleet, "agentSandbox")),
         alerts=_alerts(check, f"{k}.observability", get(fleet, "observability")),
+        prometheus=_prometheus(check, f"{k}.observability.prometheus",
+                               get(fleet, "observability")),
         gate_records=records,
         service_ips=_service_ips(check, f"{k}.serviceIPs", get(fleet, "serviceIPs"), canary is not None),
         memory_floor=_memory_floor(check, f"{k}.memoryFloor", get(fleet, "memoryFloor")),
@@ -357,7 +360,8 @@ def _check_memory(check: Checker, key: str, fleet: VllmFleet) -> None:
 
 def _alerts(check: Checker, key: str, value: Any) -> Alerts | None:
     start = check.mark()
-    alerts = check.obj(key, value, (*_ALERT_KEYS, *_MOVED_ALERT_KEYS), required=False)
+    alerts = check.obj(key, value, (*_ALERT_KEYS, *_MOVED_ALERT_KEYS, "prometheus"),
+                       required=False)
     if alerts is None:
         return None
     for moved, home in _MOVED_ALERT_KEYS.items():
@@ -378,8 +382,58 @@ def _alerts(check: Checker, key: str, value: Any) -> Alerts | None:
         hatch_escalations_per_hour=check.integer(f"{key}.hatchEscalationsPerHour",
                                                  get(alerts, "hatchEscalationsPerHour"), 1,
                                                  default=20),
+        throughput_min_ratio=None if get(alerts, "throughputMinRatio") is MISSING else
+        check.number(f"{key}.throughputMinRatio", get(alerts, "throughputMinRatio"), 0, 1,
+                     lo_open=True),
     )
     return result if check.clean_since(start) else None
+
+
+# What each mode of observability.prometheus takes beside `mode` and `scrapeIntervalSeconds`.
+_PROMETHEUS_KEYS = {"none": (), "bundled": ("image", "port", "retention"),
+                    "operator": ("selectorLabels",)}
+_RETENTION = re.compile(r"[1-9][0-9]*(h|d|w|y)")
+# A Kubernetes label: an optional DNS prefix and a name (63 at most, alphanumeric at each end).
+_LABEL_KEY = re.compile(r"([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}"
+                        r"[A-Za-z0-9])?")
+_LABEL_VALUE = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?")
+
+
+def _prometheus(check: Checker, key: str, observability: Any) -> Prometheus:
+    value = get(observability, "prometheus") if isinstance(observability, Mapping) else MISSING
+    default = Prometheus(mode="none", scrape_interval_seconds=30)
+    if value is MISSING:
+        return default
+    if not isinstance(value, Mapping):
+        check.obj(key, value, ("mode", "scrapeIntervalSeconds"))  # says what it must be
+        return default
+    mode = check.choice(f"{key}.mode", get(value, "mode"), PROMETHEUS_MODES)
+    if mode is None:
+        return default
+    settings = check.obj(key, value, ("mode", "scrapeIntervalSeconds", *_PROMETHEUS_KEYS[mode]))
+    interval = check.integer(f"{key}.scrapeIntervalSeconds", get(settings, "scrapeIntervalSeconds"),
+                             1, 300, default=30)
+    if mode == "bundled":
+        return Prometheus(
+            mode=mode, scrape_interval_seconds=interval,
+            image=check.text(f"{key}.image", get(settings, "image"),
+                             lambda v: None if image_pin_problem(v) else v,
+                             "a pinned Prometheus image: a version tag (not latest) or an"
+                             " @sha256 digest"),
+            port=check.port(f"{key}.port", get(settings, "port"), default=9090),
+            retention=check.pattern(f"{key}.retention", get(settings, "retention"), _RETENTION,
+                                    "a duration in hours, days, weeks or years, e.g. 15d",
+                                    default="15d"))
+    labels = get(settings, "selectorLabels")
+    if labels is MISSING:
+        labels = {}
+    elif not isinstance(labels, Mapping) or not all(
+            isinstance(k, str) and _LABEL_KEY.fullmatch(k) and isinstance(v, str)
+            and _LABEL_VALUE.fullmatch(v) for k, v in labels.items()):
+        check.fail(f"{key}.selectorLabels", labels,
+                   "a map of Kubernetes labels (name: value) the Operator's selectors match")
+        labels = {}
+    return Prometheus(mode=mode, scrape_interval_seconds=interval, selector_labels=dict(labels))
 
 
 def _records(check: Checker, key: str, value: Any) -> tuple[GateRecord, ...]:

@@ -109,13 +109,15 @@ def test_prod_previews_without_its_hosts_and_never_shows_the_key(tmp_path):
     assert not re.search(r"^\s*error:", shown.stdout + shown.stderr, re.MULTILINE | re.IGNORECASE)
     assert "connection" in shown.stdout and "[secret]" in shown.stdout
     preview = project.preview("prod")
-    # The inference host's 9 (stack, component, 7 parts) and the vLLM fleet's 14 (component,
-    # provider, 12 objects, its dashboard among them): the fleet previews although
-    # k8s.prod.internal does not resolve here.
-    assert preview["changeSummary"] == {"create": 23}
+    # The inference host's 9 (stack, component, 7 parts) and the vLLM fleet's 16 (component,
+    # provider, 14 objects, its dashboard and the Prometheus Operator's rule and pod monitor
+    # among them): the fleet previews although k8s.prod.internal does not resolve here.
+    assert preview["changeSummary"] == {"create": 25}
     kinds = {step["urn"].rsplit("::", 1)[1]: step["urn"].split("::")[-2].rsplit("$", 1)[-1]
              for step in preview["steps"]}
     assert kinds["vllm-stable"] == "kubernetes:apps/v1:Deployment"
+    assert kinds["vllm-prometheusrule-vllm-alerts"] == "kubernetes:monitoring.coreos.com/v1:PrometheusRule"
+    assert kinds["vllm-podmonitor-vllm"] == "kubernetes:monitoring.coreos.com/v1:PodMonitor"
     assert kinds["vllm-cluster"] == "pulumi:providers:kubernetes"
     assert not [d for d in preview.get("diagnostics", []) if d["severity"] == "error"]
     # Nor the fleet's cluster credentials or vLLM's key.

@@ -1,7 +1,10 @@
 """The README's first command, as a newcomer runs it: `scripts/up-local` brings up the embedded
 default (the inference host, the gateway, and the vLLM fleet on the local Kubernetes cluster) and
 ends with every smoke test, each developer's answered through the gateway by the inference host and
-by the fleet's pods (named), and the fleet's rollout; run again, it changes nothing.
+by the fleet's pods (named), the fleet's rollout and where its Prometheus answers; that Prometheus
+scrapes both fleet pods and the gateway's exporter with the alert rules loaded, and fires the
+hatch's spend alert once the ledger records an escalation over it; run again, up-local changes
+nothing.
 
 The stack's state goes to a throwaway file backend (PULUMI_BACKEND_URL, which scripts/env.sh
 keeps when set), so the developer's own `local` stack is never touched.
@@ -12,17 +15,24 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+import uuid
 
 import pytest
+from spear_gateway.exporter import this_month
+from spear_gateway.pg_store import PgStore
 
+from components.hostops.ssh import wait_until
+from components.vllm_fleet import alerts
 from localhosts import local_stack
 from localhosts.host import host_status
 from tests.support.engine import REPO
+from tests.support.prometheus import Prometheus
 
 # The local cluster runs the fleet: its binaries and the kubernetes plugin are built from Go modules.
 pytestmark = pytest.mark.kubernetes
 
 ANSWER = re.escape("end_turn | SPEAR-BACKEND-OK | ()")
+PROMETHEUS_PORT = 9090  # the local stack's (observability.prometheus, bundled)
 LAST_LINES = [
     f"smoke test \\(local\\): {ANSWER}",
     # The inference host and the fleet's stable Service both answered, each pod named.
@@ -34,6 +44,8 @@ LAST_LINES = [
               " from here)"),
     re.escape("vLLM fleet (local cluster, namespace vllm): stable"
               " localhost/spear-fleet/vllm-standin:v0.24.0 revision da6e2ed, 2/2 ready"),
+    re.escape("Prometheus (the fleet's and the gateway's metrics, the alert rules):"
+              f" http://127.0.0.1:{PROMETHEUS_PORT}/api/v1/alerts"),
 ]
 
 
@@ -77,10 +89,54 @@ def resource_summary(stdout: str) -> list[str]:
     return [line.strip() for line in blocks[-1].splitlines()]
 
 
+def alert_state(server: Prometheus, name: str) -> str | None:
+    return (server.alerts().get(name) or {}).get("state")
+
+
+def spend_on_the_hatch(usd: float) -> None:
+    """What the hook's ledger records for one escalation of `usd` (admit, escalate, settle),
+    in the local gateway's database (its URL is on the gateway host's disk)."""
+    root = host_status(local_stack.GATEWAY_HOST).root_dir
+    env = (root / "opt/spear-gateway/config/database.env").read_text()
+    url = re.search(r'DATABASE_URL="([^"]+)"', env)[1]
+    store = PgStore(url, hatch_cap_usd=20.0)
+    try:
+        request = f"alert-test-{uuid.uuid4().hex}"
+        assert store.admit("alert-test-key", request, worst_usd=usd, budget_usd=None) == "fleet"
+        assert store.escalate(request, 503, usd, month=this_month()) == "hatch"
+        store.settle(request, 0.0, usd)
+    finally:
+        store.close()
+
+
+def prometheus_scrapes_both_and_fires_the_hatch_alert() -> None:
+    server = Prometheus(PROMETHEUS_PORT)
+
+    def targets_up():
+        targets = server.api("targets")["activeTargets"]
+        jobs = [t["labels"]["job"] for t in targets if t["health"] == "up"]
+        return (jobs.count("vllm-fleet"), jobs.count("spear-gateway")), targets
+
+    assert wait_until(lambda: targets_up()[0] == (2, 1), 60), targets_up()
+    targets = targets_up()[1]
+    assert {t["labels"].get("track") for t in targets if t["labels"]["job"] == "vllm-fleet"} == {"stable"}
+    [group] = [g for g in server.api("rules")["groups"] if g["name"] == alerts.GROUP]
+    assert all(rule["health"] == "ok" for rule in group["rules"]), group
+    # The smoke tests' requests, as each pod and the gateway's exporter count them.
+    assert server.value('sum(vllm:request_success_total{model_name="qwen3-coder-next"})') >= 3
+    assert server.value('count(spear_developer_budget_usd)') == 3
+    assert alert_state(server, "HatchSpendNearCap") is None
+    spend_on_the_hatch(16.0)  # over the local stack's alert at 15 USD, under its cap
+    assert wait_until(lambda: alert_state(server, "HatchSpendNearCap") == "firing", 60), \
+        server.alerts()
+    assert server.value(f"max({alerts.HATCH_SPEND})") == 16.0
+
+
 def test_up_local_brings_up_the_whole_local_fleet_and_prints_every_smoke_test(backend):
     first = up_local(backend)
     assert first.returncode == 0, first.stdout[-4000:] + first.stderr[-4000:]
     assert ends_with_the_report(first.stdout), first.stdout[-4000:]
+    prometheus_scrapes_both_and_fires_the_hatch_alert()
     again = up_local(backend)
     assert again.returncode == 0, again.stdout[-4000:] + again.stderr[-4000:]
     assert ends_with_the_report(again.stdout), again.stdout[-4000:]

@@ -28,7 +28,7 @@ import pytest
 import yaml
 
 from localhosts import local_stack
-from spear import vllm
+from spear import throughput, vllm
 from spear.review import summarize
 from spear_gateway.tenancy import Tenant
 from tests.support.config_cases import CANARY_PAIR, NEXT_REVISION, STABLE_PAIR, passing_record
@@ -209,6 +209,10 @@ def test_up_makes_the_fleet_and_routes_coder_to_it_proven_from_the_gateway_host(
         route, pod = served.removesuffix(")").split(" (")
         assert route == "vllm-stable" and pod in stable_pods
     assert outputs["vllm_fleet"]["cluster_ips"] == {"stable": STABLE_IP}
+    # The track's throughput, measured on its pods from the gateway host: the first, so no last.
+    measured = gateway["fleet_routes"]["stable"]["throughput"]
+    assert measured["prefill_tokens_per_second"] > 0 and measured["decode_tokens_per_second"] > 0
+    assert (measured["previous"], measured["ratios"]) == (None, None)
 
 
 def test_a_second_up_changes_nothing(fleet):
@@ -284,6 +288,7 @@ def test_a_promotion_with_a_passing_record_rolls_the_canarys_pair_out_as_stable(
     project, client = fleet
     record_config(project, "canary-1", passing_record(CANARY_PAIR))
     set_pair(project, "canary", None)
+    before = project.outputs(STACK)["gateway"]["fleet_routes"]["stable"]["throughput"]
     up = project.up(STACK)
     assert up.ok, up.output[-8000:]
     assert up.ops()["vllm-stable"] == "update" and up.ops()["vllm-canary"] == "delete"
@@ -291,6 +296,10 @@ def test_a_promotion_with_a_passing_record_rolls_the_canarys_pair_out_as_stable(
     assert available(client, "stable", 2) and deployment(client, "canary") is None
     # Everyone is back on stable, the pilot ring included, and it was verified again.
     assert {route for route, _ in served_by(keys(project)["ana"], 4)} == {"vllm-stable"}
+    # The engine changed: the track's throughput was measured again and set beside the last.
+    after = project.outputs(STACK)["gateway"]["fleet_routes"]["stable"]["throughput"]
+    assert after["previous"] == {rate: before[rate] for rate in throughput.RATES}
+    assert after["ratios"] == throughput.compared(after, before)
 
 
 def test_scripts_rollback_brings_the_previous_pair_back_with_one_command(fleet):

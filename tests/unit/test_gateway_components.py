@@ -147,6 +147,8 @@ def test_the_local_program_registers_each_part_of_the_gateway_with_its_own_type(
         # The fleet's stable track, proven from the gateway host before its route is written.
         "gateway-vllm-stable-verification": tokens.ENDPOINT_VERIFICATION.type,
         "gateway-vllm-stable-smoke-test": tokens.SMOKE_TEST.type,
+        # And its throughput, measured there after every change of its pair.
+        "gateway-vllm-stable-throughput": tokens.FLEET_THROUGHPUT.type,
     }
     assert "gateway-hook-spear-rules" in hooks  # the hook shares the one rules module
     tunnel = local.inputs["gateway-tunnel-local"]

@@ -52,3 +52,11 @@ def test_the_report_says_the_hatchs_cap_and_the_provider_limit_only_the_operator
     assert report(out)[2] == (
         "hatch: refused over 20 USD a month, alert at 15 USD; set the monthly spend limit of"
         " frontierApiKey's account at http://127.0.0.1:8090 to 20 USD (it cannot be set from here)")
+
+
+def test_a_bundled_prometheus_is_reported_last_at_its_port_on_this_machine():
+    assert report(outputs(stable_ready_replicas=2, prometheus={"mode": "bundled", "port": 9090}))[-1] \
+        == ("Prometheus (the fleet's and the gateway's metrics, the alert rules):"
+            " http://127.0.0.1:9090/api/v1/alerts")
+    operator = report(outputs(stable_ready_replicas=2, prometheus={"mode": "operator", "port": None}))
+    assert operator[-1].startswith("vLLM fleet")

@@ -11,7 +11,7 @@ import pytest
 from config.checker import ConfigError
 from config.load import StackConfigError, load
 from config.schema import parse
-from config.types import Kubeconfig, ServingPair, Vllm
+from config.types import Kubeconfig, Prometheus, ServingPair, Vllm
 from spear.vllm import command_line as vllm_command_line
 from tests.support.config_cases import (CANARY_PAIR, DELETE, FLEET, FLEET_SECRETS as SECRETS,
                                         NEXT_REVISION, REVISION, STABLE_PAIR, allowed_for, changed,
@@ -128,6 +128,31 @@ BAD = [
      "vllmFleet.observability.prefixCacheHitRateMin", "a number >= 0 and <= 1"),
     ("escalations-zero", changed(fleet_raw(), (*ALERTS, "hatchEscalationsPerHour"), 0),
      "vllmFleet.observability.hatchEscalationsPerHour", "an integer >= 1"),
+    ("throughput-ratio-zero", changed(fleet_raw(), (*ALERTS, "throughputMinRatio"), 0),
+     "vllmFleet.observability.throughputMinRatio", "a number > 0 and <= 1"),
+    ("throughput-ratio-over-one", changed(fleet_raw(), (*ALERTS, "throughputMinRatio"), 1.2),
+     "vllmFleet.observability.throughputMinRatio", "a number > 0 and <= 1"),
+    ("prometheus-mode-unknown", changed(fleet_raw(), (*ALERTS, "prometheus"), {"mode": "victoria"}),
+     "vllmFleet.observability.prometheus.mode", "one of none, bundled, operator"),
+    ("prometheus-bundled-without-image", changed(fleet_raw(), (*ALERTS, "prometheus"),
+                                                 {"mode": "bundled"}),
+     "vllmFleet.observability.prometheus.image", "a pinned Prometheus image"),
+    ("prometheus-image-latest", changed(fleet_raw(), (*ALERTS, "prometheus"),
+                                        {"mode": "bundled", "image": "prom/prometheus:latest"}),
+     "vllmFleet.observability.prometheus.image", "a version tag (not latest)"),
+    ("prometheus-port-for-the-operator", changed(fleet_raw(), (*ALERTS, "prometheus"),
+                                                 {"mode": "operator", "port": 9090}),
+     "vllmFleet.observability.prometheus.port", "one of mode, scrapeIntervalSeconds, selectorLabels"),
+    ("prometheus-interval-zero", changed(fleet_raw(), (*ALERTS, "prometheus"),
+                                         {"mode": "operator", "scrapeIntervalSeconds": 0}),
+     "vllmFleet.observability.prometheus.scrapeIntervalSeconds", "an integer 1-300"),
+    ("prometheus-retention-minutes", changed(fleet_raw(), (*ALERTS, "prometheus"),
+                                             {"mode": "bundled", "image": "prom/prometheus:v2.53.0",
+                                              "retention": "90m"}),
+     "vllmFleet.observability.prometheus.retention", "a duration in hours, days, weeks or years"),
+    ("prometheus-selector-label-bad", changed(fleet_raw(), (*ALERTS, "prometheus"),
+                                              {"mode": "operator", "selectorLabels": {"release": "a b"}}),
+     "vllmFleet.observability.prometheus.selectorLabels", "a map of Kubernetes labels"),
     ("fleet-unknown-key", changed(fleet_raw(), (*FLEET, "quantization"), "fp8"),
      "vllmFleet.quantization", "one of kubeconfig, context, namespace"),
     ("kubeconfig-relative", changed(fleet_raw(), (*FLEET, "kubeconfig"), "kube/config"),
@@ -195,6 +220,22 @@ def test_the_fleet_parses_to_its_typed_config():
     assert (alerts.preemptions_per_hour, alerts.ttft_p95_seconds, alerts.itl_p95_seconds,
             alerts.prefix_cache_hit_rate_min, alerts.hatch_escalations_per_hour) == (
         30, 2.0, 0.1, 0.3, 20)
+    assert alerts.throughput_min_ratio is None  # recorded, never refused, unless the stack says
+    ratio = parse(changed(fleet_raw(), (*ALERTS, "throughputMinRatio"), 0.8)).vllm_fleet.alerts
+    assert ratio.throughput_min_ratio == 0.8
+
+
+def test_prometheus_defaults_to_none_and_each_mode_keeps_only_its_own_settings():
+    assert parse(fleet_raw()).vllm_fleet.prometheus == Prometheus(mode="none",
+                                                                   scrape_interval_seconds=30)
+    bundled = parse(changed(fleet_raw(), (*ALERTS, "prometheus"), {
+        "mode": "bundled", "image": "prom/prometheus:v2.53.0", "port": 9191,
+        "scrapeIntervalSeconds": 5})).vllm_fleet.prometheus
+    assert bundled == Prometheus(mode="bundled", scrape_interval_seconds=5,
+                                 image="prom/prometheus:v2.53.0", port=9191, retention="15d")
+    operator = parse(prod_raw()).vllm_fleet.prometheus
+    assert operator == Prometheus(mode="operator", scrape_interval_seconds=30,
+                                  selector_labels={"release": "kube-prometheus-stack"})
 
 
 def test_the_parsers_alias_is_taken_on_an_engine_that_gives_it_and_rendered():

@@ -1,0 +1,75 @@
+"""The bundled Prometheus's image for the local cluster (vllmFleet.observability.prometheus
+.mode: bundled): `localhost/spear-fleet/prometheus:<version>`, Debian's Prometheus server (the
+binary scripts/setup.sh takes from Debian's prometheus package, as for the rule tests), python3
+and its standard library for the pod-discovery sidecar (components/vllm_fleet/pod_discovery.py:
+Debian's build has no Kubernetes discovery), and the shared libraries `ldd` lists for both, in
+one layer (localhosts/image_files.py). The scrape configuration, the sidecar, the rules and the
+gateway's key are mounted by the Deployment
+(components/vllm_fleet/monitoring.py), which runs it as the image's unprivileged user.
+
+Cached under `$SPEAR_CACHE/images/prometheus-<key>/`, keyed by each file's path, mode, size and
+mtime.
+
+CLI: `python -m localhosts.prometheus_image` prints the archive, ref and digest.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+
+from components.vllm_fleet import monitoring
+from localhosts import image_files
+from localhosts.image_files import Entries, Image
+
+REPOSITORY = "localhost/spear-fleet/prometheus"
+BINARY = monitoring.SERVER
+RECIPE_VERSION = 1  # bump when the recipe changes, so cached layers are rebuilt
+
+
+def host_binary() -> str:
+    found = shutil.which("prometheus")
+    if found is None:
+        raise RuntimeError("prometheus is missing: scripts/setup.sh installs it")
+    return found
+
+
+def version(binary: str) -> str:
+    """The upstream version the binary reports (Debian's `2.42.0+ds` is 2.42.0)."""
+    out = subprocess.run([binary, "--version"], capture_output=True, text=True, check=True)
+    match = re.search(r"version (\d+\.\d+\.\d+)", out.stdout + out.stderr)
+    if match is None:
+        raise RuntimeError(f"{binary} --version: no version in {out.stdout[:200]!r}")
+    return match[1]
+
+
+def image_entries(binary: str) -> Entries:
+    entries: Entries = {}
+    image_files.add_host_file(binary, entries, at=BINARY)
+    image_files.add_libraries([binary, *image_files.add_python(entries)], entries)
+    for folder in (monitoring.CONFIG_DIR, monitoring.RULES_DIR, monitoring.KEY_DIR,
+                   monitoring.TARGETS_DIR):
+        entries[folder] = ("dir", 0o755)
+    entries[monitoring.DATA_DIR] = ("dir", 0o1777)  # an emptyDir is mounted over it
+    image_files.finish(entries)
+    return entries
+
+
+def ensure_image() -> Image:
+    binary = host_binary()
+    tag = version(binary)
+    entries = image_entries(binary)
+    key = image_files.content_key(entries, RECIPE_VERSION)
+    return image_files.cached_image(
+        f"prometheus-{key}", (f"{REPOSITORY}:{tag}",), tag, lambda: entries,
+        {"Env": [image_files.PATH_ENV, "PYTHONDONTWRITEBYTECODE=1"], "Entrypoint": [BINARY],
+         "WorkingDir": monitoring.DATA_DIR, "User": str(image_files.UID)},
+        history=f"localhosts/prometheus_image.py r{RECIPE_VERSION}")
+
+
+if __name__ == "__main__":
+    image = ensure_image()
+    print(json.dumps({"archive": str(image.archive), "refs": image.refs, "digest": image.digest},
+                     indent=2))
