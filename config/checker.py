@@ -62,6 +62,21 @@ NAME_TEXT = "a name of lowercase letters, digits and '-', starting with a letter
 LOCATION_TEXT = "an absolute local path (or ~/...) or an http(s) URL"
 
 
+_INTEGER_TEXT = re.compile(r"-?[0-9]+")
+_DECIMAL_TEXT = re.compile(r"-?[0-9]+\.[0-9]+")
+
+
+def from_text(value: Any) -> Any:
+    """A number written as text, as `pulumi config set --path` writes every value (with or
+    without --type), where the text is exactly an integer or a decimal ("12.5", "30"); any
+    other value as it is."""
+    if isinstance(value, str) and _INTEGER_TEXT.fullmatch(value):
+        return int(value)
+    if isinstance(value, str) and _DECIMAL_TEXT.fullmatch(value):
+        return float(value)
+    return value
+
+
 def get(mapping: Mapping[str, Any], key: str) -> Any:
     return mapping.get(key, MISSING)
 
@@ -183,8 +198,7 @@ class Checker:
             if default is None:
                 self.fail(key, MISSING, what)
             return default
-        # YAML gives numbers; `pulumi config set --path` without --type may give digit strings.
-        number = int(value) if isinstance(value, str) and value.isdigit() else value
+        number = from_text(value)
         if isinstance(number, bool) or not isinstance(number, int) \
                 or number < lo or (hi is not None and number > hi):
             self.fail(key, value, what)
@@ -200,17 +214,23 @@ class Checker:
             if default is None:
                 self.fail(key, MISSING, f"{what} ({note})")
             return default
-        number = value
-        if isinstance(value, str):  # `pulumi config set --path` without --type gives text
-            try:
-                number = float(value)
-            except ValueError:
-                pass
+        number = from_text(value)
         if isinstance(number, bool) or not isinstance(number, (int, float)) or number != number \
                 or (number <= lo if lo_open else number < lo) or (hi is not None and number > hi):
             self.fail(key, value, what)
             return None
         return float(number)
+
+    def usd(self, key: str, value: Any, default: float | None = None) -> float | None:
+        """An amount in USD greater than 0."""
+        if value is MISSING and default is not None:
+            return default
+        amount = from_text(value)
+        if isinstance(amount, bool) or not isinstance(amount, (int, float)) or not amount > 0:
+            self.fail(key, value, "an amount in USD greater than 0" +
+                      (" (required)" if value is MISSING else ""))
+            return None
+        return float(amount)
 
     def optional_integer(self, key: str, value: Any, lo: int) -> int | None:
         return None if value is MISSING else self.integer(key, value, lo, note="optional")
@@ -246,7 +266,8 @@ class Checker:
     def boolean(self, key: str, value: Any, default: bool) -> bool:
         if value is MISSING:
             return default
-        if not isinstance(value, bool):
+        value = {"true": True, "false": False}.get(value, value) if isinstance(value, str) else value
+        if not isinstance(value, bool):  # as the CLI writes them, too
             self.fail(key, value, "true or false")
             return default
         return value

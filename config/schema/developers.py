@@ -56,9 +56,7 @@ def _developer(check: Checker, name: str, value: Any) -> Developer | None:
     team = get(dev, "team")
     team = None if team is MISSING else check.pattern(f"{key}.team", team, NAME, NAME_TEXT)
     models = _models(check, f"{key}.models", get(dev, "models"))
-    budget = get(dev, "maxBudget")
-    if isinstance(budget, bool) or not isinstance(budget, (int, float)) or not budget > 0:
-        check.fail(f"{key}.maxBudget", budget, "an amount in USD greater than 0 (required)")
+    budget = check.usd(f"{key}.maxBudget", get(dev, "maxBudget"))
     duration = check.pattern(f"{key}.budgetDuration", get(dev, "budgetDuration"), BUDGET_DURATION,
                              BUDGET_DURATION_TEXT + " (required: a budget without one never"
                              " resets and locks the developer out once spent)")
@@ -74,7 +72,7 @@ def _developer(check: Checker, name: str, value: Any) -> Developer | None:
     if not check.clean_since(start):
         return None
     tpm, rpm, parallel = limits
-    return Developer(name=name, team=team, models=models, max_budget=float(budget),
+    return Developer(name=name, team=team, models=models, max_budget=budget,
                      budget_duration=duration, tpm_limit=tpm, rpm_limit=rpm,
                      max_parallel_requests=parallel, metadata=metadata, rotation=rotation,
                      rotation_grace=grace, ring=ring, priority=priority)

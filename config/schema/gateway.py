@@ -268,7 +268,7 @@ def _pricing(check: Checker, key: str, value: Any, defaults: dict[str, float]) -
     price = check.obj(key, value, ("input", "output"), required=False)
     if price is None:
         return None
-    per_million = [_usd(check, f"{key}.{part}", get(price, part), defaults[part])
+    per_million = [check.usd(f"{key}.{part}", get(price, part), defaults[part])
                    for part in ("input", "output")]
     if None in per_million:
         return None
@@ -285,8 +285,8 @@ def _hatch(check: Checker, value: Any) -> Hatch | None:
     api_base = check.text("gateway.hatch.apiBase", get(hatch, "apiBase"), api_url,
                           API_URL_TEXT,
                           default=DEFAULT_HATCH_API)
-    cap = _usd(check, "gateway.hatch.monthlyCapUsd", get(hatch, "monthlyCapUsd"))
-    alert = _usd(check, "gateway.hatch.alertUsd", get(hatch, "alertUsd"))
+    cap = check.usd("gateway.hatch.monthlyCapUsd", get(hatch, "monthlyCapUsd"))
+    alert = check.usd("gateway.hatch.alertUsd", get(hatch, "alertUsd"))
     if cap is not None and alert is not None and not alert < cap:
         check.fail("gateway.hatch.alertUsd", alert,
                    f"an amount below gateway.hatch.monthlyCapUsd ({cap}): the alert must fire"
@@ -299,11 +299,3 @@ def _hatch(check: Checker, value: Any) -> Hatch | None:
     return Hatch(model, api_base, cap, alert, pricing)
 
 
-def _usd(check: Checker, key: str, value: Any, default: float | None = None) -> float | None:
-    if value is MISSING and default is not None:
-        return default
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-        check.fail(key, value, "an amount in USD greater than 0" +
-                   (" (required)" if value is MISSING else ""))
-        return None
-    return float(value)
