@@ -15,15 +15,10 @@ from localhosts.cgroups import CGROUP_PARENT
 from localhosts.host import HostInfo, host_status, start_host, stop_host
 from localhosts.report import HostError
 from tests.support.engine import REPO
+from tests.support.processes import free_port
 
 
 BIND_DST = "/mnt/spear-bind"
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _port_is_free(port: int) -> bool:
@@ -82,7 +77,7 @@ def bind_dir(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def host(bind_dir):
-    info = start_host("pytest-a", _free_port(), binds=[(str(bind_dir), BIND_DST)])
+    info = start_host("pytest-a", free_port(), binds=[(str(bind_dir), BIND_DST)])
     yield info
     stop_host(info.name)
 
@@ -114,7 +109,7 @@ def test_bind_mount_is_shared(host, bind_dir):
 
 
 def test_second_host_runs_alongside_and_stops_cleanly(host):
-    other = start_host("pytest-b", _free_port())
+    other = start_host("pytest-b", free_port())
     try:
         assert _ssh(other, "hostname").strip() == "pytest-b"
         assert _ssh(host, "hostname").strip() == "pytest-a"
@@ -142,7 +137,7 @@ def test_cli_up_status_down():
         return subprocess.run([sys.executable, "-m", "localhosts.cli", *args], cwd=REPO,
                               capture_output=True, text=True, timeout=300)
 
-    port = _free_port()
+    port = free_port()
     up = cli("up", "pytest-cli", "--ssh-port", str(port))
     try:
         assert up.returncode == 0, up.stderr

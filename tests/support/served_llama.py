@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import socket
 import subprocess
 import time
 import urllib.request
@@ -21,12 +20,6 @@ from tests.support.processes import stop
 SERVER_FLAGS = ("--ctx-size", "512", "--cache-type-k", "q8_0", "--cache-type-v", "q8_0",
                 "--flash-attn", "on")
 HEALTHY_WITHIN = 60.0
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def request(url: str, body: dict | None = None, timeout: float = 60) -> dict:

@@ -7,9 +7,10 @@ import urllib.request
 
 import pytest
 
+from tests.support.processes import free_port
 from tests.support.frontier_standin import FrontierStandin
 
-PORT = 8160
+PORT = free_port()  # not a fixed one: the integration tests' servers run beside
 KEY = "sk-ant-standin"
 
 

@@ -10,8 +10,9 @@ import urllib.request
 import pytest
 
 from tests.support.openai_upstream import OpenAIUpstream
+from tests.support.processes import free_port
 
-PORT = 8150
+PORT = free_port()  # not a fixed one: the integration tests' servers run beside
 
 
 def post(url, body, timeout=10):
