@@ -18,13 +18,15 @@ from typing import Any
 
 ROUNDS = 3
 DECODE_TOKENS = 64
-PREFILL_SHARE = 8  # the long prompt fills 1/8 of the served window (room for every slot)
+# The long prompt: a word per 16 tokens of the served window (a word is about two tokens, so an
+# eighth of the window: it fits a slot of a server that splits its window between a few).
+WINDOW_TOKENS_PER_WORD = 16
 MAX_PREFILL_WORDS = 512
 RATES = ("prefill_tokens_per_second", "decode_tokens_per_second")
 
 
 def prefill_body(model: str, max_model_len: int) -> dict[str, Any]:
-    words = min(MAX_PREFILL_WORDS, max(16, max_model_len // PREFILL_SHARE))
+    words = min(MAX_PREFILL_WORDS, max(16, max_model_len // WINDOW_TOKENS_PER_WORD))
     text = " ".join(f"w{i % 97}" for i in range(words))
     return {"model": model, "max_tokens": 1, "temperature": 0,
             "messages": [{"role": "user", "content": f"Summarise: {text}"}]}

@@ -81,8 +81,8 @@ PROPS = {"connection": {"host": "gateway"}, "address": "10.96.100.10", "port": 8
 def test_it_measures_each_rate_from_timed_requests_and_records_no_previous_at_first(monkeypatch):
     host = TimedHost(prefill_seconds_per_token=0.0005, decode_seconds_per_token=0.002)
     outs = provider_with(monkeypatch, host).apply(dict(PROPS), olds=None)
-    # 513 prompt words at 0.5 ms each and one token at 2 ms; 63 tokens at 2 ms each.
-    assert outs["prefill_tokens_per_second"] == pytest.approx(513 / (513 * 0.0005 + 0.002), rel=0.2)
+    # 257 prompt words at 0.5 ms each and one token at 2 ms; 63 tokens at 2 ms each.
+    assert outs["prefill_tokens_per_second"] == pytest.approx(257 / (257 * 0.0005 + 0.002), rel=0.2)
     assert outs["decode_tokens_per_second"] == pytest.approx(1 / 0.002, rel=0.2)
     assert (outs["previous"], outs["ratios"]) == (None, None)
     assert any(body.get("ignore_eos") for body in host.bodies)
