@@ -31,6 +31,7 @@ REMOTE_FILE = Token("RemoteFile")
 SYSTEMD_UNIT = Token("SystemdUnit")
 SMOKE_TEST = Token("SmokeTest")
 ENDPOINT_VERIFICATION = Token("EndpointVerification")
+HOST_KEY = Token("HostKey")  # the SSH host key a host must present (components/hostops/host_key.py)
 
 # Dynamic resources of the RunPod endpoint (components/endpoints/runpod_pod.py, pod_vllm.py).
 RUNPOD_POD = Token("RunPodPod")

@@ -98,7 +98,7 @@ def summarized(project: Project) -> tuple[PackPreview, str]:
 
 def test_unchanged_prod_reads_as_no_changes(deployed_prod):
     run, text = summarized(deployed_prod)
-    assert run.preview["changeSummary"] == {"same": 9}
+    assert run.preview["changeSummary"] == {"same": 10}
     assert text.startswith("### `prod`: no changes\n")
     for part in ("llama-server build", "model files", "serve.sh", "server.conf",
                  "spear-inference.service", "smoke test"):

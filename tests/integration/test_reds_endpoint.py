@@ -58,8 +58,7 @@ def host() -> Iterator[HostInfo]:
 
 
 def session(info: HostInfo) -> Session:
-    return Session({"host": info.ssh_host, "port": info.ssh_port, "user": info.user,
-                    "private_key": info.private_key_path.read_text()})
+    return Session(info.connection())
 
 
 @pytest.fixture(scope="module")
