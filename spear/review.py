@@ -82,6 +82,7 @@ PART_NAMES = {
     tokens.GATEWAY_ENV.type: "gateway env file",
     tokens.GATEWAY_HOOK_FILE.type: "gateway hook file",
     tokens.TUNNEL_KEY.type: "tunnel key",
+    tokens.TUNNEL_KNOWN_HOSTS.type: "tunnel known_hosts",
     tokens.GATEWAY_SMOKE_TEST.type: "gateway smoke test",
     tokens.FLEET_THROUGHPUT.type: "fleet throughput",
     tokens.GATEWAY_KEY.type: "developer key",

@@ -3,7 +3,8 @@ after every engine bump), pure: the requests, the rates from their timings, and 
 with the last measurement.
 
 Without streaming, from whole answers (so any vantage that can POST measures it):
-- prefill: a long prompt with max_tokens 1: prompt tokens / seconds;
+- prefill: a long prompt with max_tokens 1: prompt tokens / seconds (the prompt is halved until
+  the server's window per request takes it: a server may split its window between slots);
 - decode: a short prompt with max_tokens DECODE_TOKENS and ignore_eos (vLLM's sampling extra,
   which llama-server shares), less the same prompt's time with max_tokens 1 (its prefill and the
   round trip): (completion tokens - 1) / the difference.
@@ -25,8 +26,23 @@ MAX_PREFILL_WORDS = 512
 RATES = ("prefill_tokens_per_second", "decode_tokens_per_second")
 
 
-def prefill_body(model: str, max_model_len: int) -> dict[str, Any]:
-    words = min(MAX_PREFILL_WORDS, max(16, max_model_len // WINDOW_TOKENS_PER_WORD))
+MIN_PREFILL_WORDS = 16
+
+
+def prefill_words(max_model_len: int) -> int:
+    """The long prompt's length to try first; a server whose window per request is smaller than
+    its max_model_len says so (HTTP 400), and the prompt is halved (shorter_prompt)."""
+    return min(MAX_PREFILL_WORDS, max(MIN_PREFILL_WORDS, max_model_len // WINDOW_TOKENS_PER_WORD))
+
+
+def shorter_prompt(words: int, status: int, answer: bytes) -> int | None:
+    """The next length after an answer that refused the prompt as too long for the window; None
+    when the answer was another failure or the prompt cannot get shorter."""
+    too_long = status == 400 and b"context" in answer.lower()
+    return words // 2 if too_long and words // 2 >= MIN_PREFILL_WORDS else None
+
+
+def prefill_body(model: str, words: int) -> dict[str, Any]:
     text = " ".join(f"w{i % 97}" for i in range(words))
     return {"model": model, "max_tokens": 1, "temperature": 0,
             "messages": [{"role": "user", "content": f"Summarise: {text}"}]}

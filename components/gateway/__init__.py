@@ -62,6 +62,12 @@ class TunnelKey(RemoteFile, module=tokens.DYNAMIC_MODULE, name=tokens.TUNNEL_KEY
     """<runtime>/tunnels/<endpoint>.key (0600): the key the tunnel logs in to the endpoint with."""
 
 
+class TunnelKnownHosts(RemoteFile, module=tokens.DYNAMIC_MODULE,
+                       name=tokens.TUNNEL_KNOWN_HOSTS.name):
+    """<runtime>/tunnels/<endpoint>.known_hosts: the host key the endpoint's host must present to
+    the tunnel's ssh (public: no secret)."""
+
+
 class GatewayTunnel(SystemdUnit, module=tokens.DYNAMIC_MODULE, name=tokens.GATEWAY_TUNNEL.name):
     """spear-tunnel-<endpoint>.service: the endpoint's server on this host's loopback."""
 
@@ -204,7 +210,7 @@ class Gateway(pulumi.ComponentResource):
                 content=pulumi.Output.secret(reach.private_key), mode=0o600, secret=True,
             ), child)
             # The key the endpoint's host must present, for the tunnel's ssh (strict checking).
-            host_key_file = TunnelKey(f"{name}-tunnel-{endpoint}-host-key", RemoteFileArgs(
+            known_hosts = TunnelKnownHosts(f"{name}-tunnel-{endpoint}-known-hosts", RemoteFileArgs(
                 connection=connection,
                 path=posixpath.join(runtime, "tunnels", f"{endpoint}.known_hosts"),
                 content=pulumi.Output.all(reach.ssh_host, reach.ssh_port, reach.host_key).apply(
@@ -220,9 +226,9 @@ class Gateway(pulumi.ComponentResource):
                 slice=SYSTEM_SLICE,
                 # Through the tunnel: the endpoint's own health answers only when it forwards.
                 health=HealthCheck(port=port, timeout_seconds=120),
-                restart_triggers={"key": key_file.digest, "host_key": host_key_file.digest},
+                restart_triggers={"key": key_file.digest, "host_key": known_hosts.digest},
             ), pulumi.ResourceOptions(parent=self,
-                                      depends_on=[key_file, host_key_file, *upstream.after])))
+                                      depends_on=[key_file, known_hosts, *upstream.after])))
             routes.append(pulumi.Output.from_input(reach.served_model).apply(
                 lambda model, e=endpoint, r=reach, p=port: Route.tunnel(e, p, model, r.api_key is not None)))
             if reach.api_key is not None:

@@ -45,12 +45,15 @@ class FleetThroughputProvider(CheckProvider):
     def apply(self, props: dict[str, Any], olds: dict[str, Any] | None) -> dict[str, Any]:
         headers = bearer_headers(props.get("api_key"))
 
-        def timed(host: Any, body: dict[str, Any]) -> tuple[dict[str, Any], float]:
+        def post(host: Any, body: dict[str, Any]) -> tuple[int, bytes, float]:
             started = time.monotonic()
             status, _, answer = host.http_exchange(
                 int(props["port"]), "POST", "/v1/chat/completions", json.dumps(body).encode(),
                 address=props["address"], timeout=300, headers=headers)
-            seconds = time.monotonic() - started
+            return status, answer, time.monotonic() - started
+
+        def timed(host: Any, body: dict[str, Any]) -> tuple[dict[str, Any], float]:
+            status, answer, seconds = post(host, body)
             if status != 200:
                 raise RemoteError(f"throughput: HTTP {status} from {props['address']}:"
                                   f" {answer[:300]!r}")
@@ -59,8 +62,14 @@ class FleetThroughputProvider(CheckProvider):
         model = props["model"]
         rounds = []
         with vantage(props) as host:
+            words = throughput.prefill_words(int(props["max_model_len"]))
+            while True:  # the longest prompt the server's window per request takes
+                status, answer, _ = post(host, throughput.prefill_body(model, words))
+                if status == 200 or (shorter := throughput.shorter_prompt(words, status, answer)) is None:
+                    break
+                words = shorter
             for _ in range(throughput.ROUNDS):
-                long, prefill_s = timed(host, throughput.prefill_body(model, int(props["max_model_len"])))
+                long, prefill_s = timed(host, throughput.prefill_body(model, words))
                 short, first_s = timed(host, throughput.decode_body(model, max_tokens=1))
                 decoded, decode_s = timed(host, throughput.decode_body(model))
                 rounds.append(throughput.Round(

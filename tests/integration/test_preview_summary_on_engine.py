@@ -43,6 +43,8 @@ STAND_IN_OUTPUTS = {
                                      "served_model_ids": [Q8_MODEL]},
     "SmokeTestProvider": {"stop_reason": "end_turn", "text": "SPEAR-BACKEND-OK", "tool_calls": [],
                    "summary": "end_turn | SPEAR-BACKEND-OK | ()"},
+    "HostKeyProvider": {"host_key": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGNVbnvkJrOeCuCWYuuuT8Gyv4yNSDyEdZTjNILxnjKQ",
+                        "fingerprint": "ssh-ed25519 SHA256:stand-in", "trusted": "first use"},
 }
 HOST_STAND_IN = f'''
 

@@ -54,8 +54,10 @@ def test_within_the_ratio_or_without_one_or_without_a_last_measurement_nothing_f
 class TimedHost:
     """Answers chat completions after a set time per prompt and per generated token."""
 
-    def __init__(self, prefill_seconds_per_token: float, decode_seconds_per_token: float):
-        self.prefill, self.decode = prefill_seconds_per_token, decode_seconds_per_token
+    def __init__(self, prefill_seconds_per_token: float, decode_seconds_per_token: float,
+                 window: int = 10**6):
+        self.prefill, self.decode, self.window = (prefill_seconds_per_token,
+                                                  decode_seconds_per_token, window)
         self.bodies: list[dict] = []
 
     def http_exchange(self, port, method, path, body, address, timeout, headers):
@@ -63,6 +65,9 @@ class TimedHost:
         self.bodies.append(request)
         prompt = len(request["messages"][0]["content"].split())
         completion = request["max_tokens"]
+        if prompt + completion > self.window:  # as llama-server says it
+            return 400, {}, (b'{"error":{"code":400,"message":"request exceeds the available'
+                             b' context size, try increasing it"}}')
         time.sleep(prompt * self.prefill + completion * self.decode)
         return 200, {}, json.dumps({"usage": {"prompt_tokens": prompt,
                                               "completion_tokens": completion}}).encode()
@@ -108,3 +113,19 @@ def test_only_a_change_of_what_is_measured_measures_again():
     assert not diff.changes  # the recorded rates are outputs, not a change
     assert resource.FleetThroughputProvider().diff(
         "id", PROPS, {**PROPS, "pair": {"image": "vllm:v0.25.0"}}).changes
+
+
+def test_a_server_whose_window_per_request_is_smaller_gets_the_longest_prompt_it_takes(monkeypatch):
+    host = TimedHost(0.0001, 0.001, window=100)  # 4096 served, 100 per request (split slots)
+    outs = provider_with(monkeypatch, host).apply(dict(PROPS), olds=None)
+    prompts = [len(b["messages"][0]["content"].split()) for b in host.bodies if b["max_tokens"] == 1
+               and "Summarise" in b["messages"][0]["content"]]
+    # 256 words are refused, then 128; 64 are taken, and every round is measured with them.
+    assert prompts == [257, 129, 65, 65, 65, 65]  # (the words and the instruction)
+    assert outs["prefill_tokens_per_second"] > 0
+
+
+def test_another_refusal_is_not_taken_for_a_short_window():
+    assert throughput.shorter_prompt(256, 400, b'{"error": "context size exceeded"}') == 128
+    assert throughput.shorter_prompt(256, 401, b"Unauthorized") is None
+    assert throughput.shorter_prompt(16, 400, b"context") is None  # as short as it gets
