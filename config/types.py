@@ -72,9 +72,6 @@ class SshTarget:
     port: int
     user: str
     key: InlineKey | KeyFile
-    # The host key it must present (`<type> <base64>`); None: recorded at first contact, or
-    # known_hosts' (components/hostops/known_hosts.py).
-    host_key: str | None = None
 
     @property
     def is_loopback(self) -> bool:
@@ -238,7 +235,6 @@ class RedsSsh:
     port: int | None
     user: str | None
     key: InlineKey | KeyFile | None  # None: the alias's IdentityFile
-    host_key: str | None = None  # as SshTarget.host_key
 
 
 @dataclass(frozen=True)

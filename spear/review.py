@@ -73,7 +73,6 @@ PART_NAMES = {
     tokens.RUNPOD_POD.type: "RunPod pod",
     tokens.POD_VLLM.type: "vLLM on the pod",
     tokens.ENDPOINT_VERIFICATION.type: "endpoint verification",
-    tokens.HOST_KEY.type: "SSH host key",
     tokens.REDS_TUNNEL_CHECK.type: "REDS tunnel check",
     tokens.LITELLM_INSTALL.type: "LiteLLM install",
     tokens.GATEWAY_DATABASE.type: "gateway PostgreSQL",
@@ -82,7 +81,6 @@ PART_NAMES = {
     tokens.GATEWAY_ENV.type: "gateway env file",
     tokens.GATEWAY_HOOK_FILE.type: "gateway hook file",
     tokens.TUNNEL_KEY.type: "tunnel key",
-    tokens.TUNNEL_KNOWN_HOSTS.type: "tunnel known_hosts",
     tokens.GATEWAY_SMOKE_TEST.type: "gateway smoke test",
     tokens.FLEET_THROUGHPUT.type: "fleet throughput",
     tokens.GATEWAY_KEY.type: "developer key",
@@ -107,7 +105,6 @@ UPDATE_MEANING = {
     tokens.SYSTEMD_UNIT.type: "daemon-reload and restart, then waits for /health and checks the unit is"
                     " in its slice",
     tokens.SMOKE_TEST.type: "asks the server for SPEAR-BACKEND-OK again",
-    tokens.HOST_KEY.type: "checks the host against the newly pinned key (ssh.hostKey)",
     tokens.ENDPOINT_VERIFICATION.type: "re-verifies the endpoint: model list, completion, tool call",
     tokens.REDS_TUNNEL_CHECK.type: "re-checks the tunnel: nothing is installed on a REDS host",
     tokens.GATEWAY_CONFIG.type: "rewrites config.yaml; the proxy restarts, nothing is reinstalled",
@@ -129,11 +126,6 @@ KIND_MEANING = {
     (tokens.GATEWAY_KEY.type, DELETE): "the key is deleted (/key/delete): its developer loses"
                                        " access",
     (tokens.GATEWAY_KEY.type, REPLACE): "a new virtual key: the old one is deleted",
-    (tokens.HOST_KEY.type, CREATE): "trusts the SSH host key the host presents now (trust on"
-                                    " first use) unless ssh.hostKey pins one; every later"
-                                    " connection to the host refuses any other key",
-    (tokens.HOST_KEY.type, REPLACE): "another host: the key it presents is trusted on first use"
-                                     " again (pin ssh.hostKey to check it instead)",
     (tokens.REDS_TUNNEL_CHECK.type, CREATE): "opens the tunnel and checks that something answers:"
                                              " nothing is installed on a REDS host",
     (tokens.REDS_TUNNEL_CHECK.type, DELETE): "forgotten: nothing was installed on the REDS host,"

@@ -26,7 +26,7 @@ import pulumi
 from pulumi.dynamic import DiffResult, ReadResult
 
 from components.hostops.host_resource import HostProvider, HostResource
-from components.hostops.ssh import HostKeyRefused, RemoteError, Session, tail
+from components.hostops.ssh import RemoteError, Session, tail
 from spear import tokens
 from spear.vllm import API_KEY_ENV, API_KEY_FILE_MODE
 
@@ -100,8 +100,6 @@ class PodVllmProvider(HostProvider):
             with Session(props["connection"], connect_timeout=10) as host:
                 running = _session_alive(host) and _healthy(host, int(props["port"]))
                 args = host.read(f"{props['runtime_dir']}/config/vllm.args")
-        except HostKeyRefused:
-            raise  # not a stopped pod: another host answers there
         except RemoteError:
             # The pod stopped or moved (a new SSH port): whatever ran there is gone.
             return ReadResult(id_=id_, outs={**props, "running": False})
@@ -122,8 +120,6 @@ def _session(connection: dict[str, Any]) -> Session:
     while True:
         try:
             return Session(connection)
-        except HostKeyRefused:
-            raise  # no wait makes another key the right one
         except RemoteError:
             if time.monotonic() >= deadline:
                 raise

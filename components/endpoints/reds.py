@@ -25,7 +25,6 @@ from pulumi.dynamic import DiffResult, ReadResult
 from spear.probes import listed_models
 from components.endpoints.proof import EndpointProofArgs, prove_endpoint
 from components.endpoints.reach import Reach
-from components.hostops.host_key import pinned_connection
 from components.hostops.host_resource import HostProvider, HostResource
 from components.hostops.ssh import NoAnswer, RemoteError, Session, connection_input
 from components.inference_host import InferenceHost
@@ -191,11 +190,8 @@ class RedsEndpoint(pulumi.ComponentResource):
                          pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(
                              depends_on=after_host)))
         ssh = cfg.ssh
-        self.host_key, connection = pinned_connection(
-            name, pulumi.Output.secret(connection_input(ssh.host, ssh.port, ssh.user,
-                                                        args.private_key)),
-            f"{ssh.user or ''}@{ssh.host}:{ssh.port or ''}", ssh.host_key,
-            pulumi.ResourceOptions(parent=self))
+        connection = pulumi.Output.secret(
+            connection_input(ssh.host, ssh.port, ssh.user, args.private_key))
 
         self.check = RedsTunnelCheck(f"{name}-check", RedsTunnelCheckArgs(
             endpoint=name,
@@ -222,12 +218,11 @@ class RedsEndpoint(pulumi.ComponentResource):
 
         # Handed to the gateway host, so only a login it can use without this machine's
         # ~/.ssh/config (config/schema/gateway.py refuses an alias-only endpoint as an upstream).
-        self.reach = Reach(endpoint=name, host_key=self.host_key.host_key, ssh_host=ssh.host, ssh_port=ssh.port or 22,
+        self.reach = Reach(endpoint=name, ssh_host=ssh.host, ssh_port=ssh.port or 22,
                            ssh_user=ssh.user or "root", private_key=args.private_key,
                            address=cfg.address, port=cfg.port, served_model=self.check.model_id)
 
         self.outputs: dict[str, Any] = {
-            "ssh_host_key": self.host_key.outputs(),
             "ssh_host": ssh.host,
             "remote_port": cfg.port,
             "inference_host": cfg.inference_host,

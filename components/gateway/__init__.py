@@ -28,8 +28,6 @@ from components.gateway.render import (DATABASE_URL_ENV, FRONTIER_KEY_ENV, HOOK_
                                        MASTER_KEY_ENV, Route, config_facts, hatch_outputs,
                                        hooks_digest, render_config, render_env,
                                        render_tunnel_unit, render_unit, upstream_key_env)
-from components.hostops.host_key import pinned_connection
-from components.hostops.known_hosts import known_hosts_line
 from components.hostops.remote_file import RemoteFile, RemoteFileArgs, content_digest
 from components.hostops.smoke_test import SmokeTest, SmokeTestArgs
 from components.hostops.ssh import connection_input
@@ -60,12 +58,6 @@ class GatewayHookFile(RemoteFile, module=tokens.DYNAMIC_MODULE,
 
 class TunnelKey(RemoteFile, module=tokens.DYNAMIC_MODULE, name=tokens.TUNNEL_KEY.name):
     """<runtime>/tunnels/<endpoint>.key (0600): the key the tunnel logs in to the endpoint with."""
-
-
-class TunnelKnownHosts(RemoteFile, module=tokens.DYNAMIC_MODULE,
-                       name=tokens.TUNNEL_KNOWN_HOSTS.name):
-    """<runtime>/tunnels/<endpoint>.known_hosts: the host key the endpoint's host must present to
-    the tunnel's ssh (public: no secret)."""
 
 
 class GatewayTunnel(SystemdUnit, module=tokens.DYNAMIC_MODULE, name=tokens.GATEWAY_TUNNEL.name):
@@ -180,10 +172,8 @@ class Gateway(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
         cfg = args.config
         runtime = cfg.runtime_dir
-        self.host_key, connection = pinned_connection(
-            name, pulumi.Output.secret(connection_input(cfg.ssh.host, cfg.ssh.port, cfg.ssh.user,
-                                                        args.private_key)),
-            f"{cfg.ssh.user}@{cfg.ssh.address}", cfg.ssh.host_key, child)
+        connection = pulumi.Output.secret(
+            connection_input(cfg.ssh.host, cfg.ssh.port, cfg.ssh.user, args.private_key))
         local_db = cfg.database.location != EXTERNAL_DATABASE
 
         offline = cfg.database.query_engine == OFFLINE_ENGINE
@@ -209,13 +199,6 @@ class Gateway(pulumi.ComponentResource):
                 path=posixpath.join(runtime, "tunnels", f"{endpoint}.key"),
                 content=pulumi.Output.secret(reach.private_key), mode=0o600, secret=True,
             ), child)
-            # The key the endpoint's host must present, for the tunnel's ssh (strict checking).
-            known_hosts = TunnelKnownHosts(f"{name}-tunnel-{endpoint}-known-hosts", RemoteFileArgs(
-                connection=connection,
-                path=posixpath.join(runtime, "tunnels", f"{endpoint}.known_hosts"),
-                content=pulumi.Output.all(reach.ssh_host, reach.ssh_port, reach.host_key).apply(
-                    lambda hpk: known_hosts_line(hpk[0], int(hpk[1]), hpk[2])),
-            ), child)
             unit_text = pulumi.Output.all(reach.ssh_host, reach.ssh_port).apply(
                 lambda hp, e=endpoint, r=reach, p=port: render_tunnel_unit(
                     cfg, e, hp[0], hp[1], r.ssh_user, r.address, r.port, p))
@@ -226,9 +209,8 @@ class Gateway(pulumi.ComponentResource):
                 slice=SYSTEM_SLICE,
                 # Through the tunnel: the endpoint's own health answers only when it forwards.
                 health=HealthCheck(port=port, timeout_seconds=120),
-                restart_triggers={"key": key_file.digest, "host_key": known_hosts.digest},
-            ), pulumi.ResourceOptions(parent=self,
-                                      depends_on=[key_file, known_hosts, *upstream.after])))
+                restart_triggers={"key": key_file.digest},
+            ), pulumi.ResourceOptions(parent=self, depends_on=[key_file, *upstream.after])))
             routes.append(pulumi.Output.from_input(reach.served_model).apply(
                 lambda model, e=endpoint, r=reach, p=port: Route.tunnel(e, p, model, r.api_key is not None)))
             if reach.api_key is not None:
@@ -325,7 +307,6 @@ class Gateway(pulumi.ComponentResource):
 
         self.outputs: dict[str, Any] = {
             "url": url,
-            "ssh_host_key": self.host_key.outputs(),
             "litellm_version": self.install.installed_version,
             "upstreams": upstream_names,
             "fleet_routes": {track: {"verified": proof.verification.passed,

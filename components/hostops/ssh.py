@@ -1,10 +1,9 @@
 """SSH to a host, for the dynamic resources that change something on it.
 
 Runs inside Pulumi's dynamic-provider process, where resource inputs arrive as plain values:
-the connection is a dict `{host, port, user, private_key, host_key}` (a Pulumi secret in state).
-The host may be an `~/.ssh/config` alias: its entry is applied where the connection is made, as
-`ssh` would apply it (`resolve_connection`). The host must present `host_key`, or the key
-known_hosts has for it (components/hostops/known_hosts.py).
+the connection is a dict `{host, port, user, private_key}` (a Pulumi secret in state). The host
+may be an `~/.ssh/config` alias: its entry is applied where the connection is made, as `ssh`
+would apply it (`resolve_connection`).
 """
 
 from __future__ import annotations
@@ -21,8 +20,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import paramiko
-
-from components.hostops import known_hosts
 
 _KEY_TYPES = (paramiko.Ed25519Key, paramiko.ECDSAKey, paramiko.RSAKey)
 # paramiko logs every refused channel as an error ("Secsh channel 4 open FAILED"), once a second
@@ -43,11 +40,6 @@ class RemoteError(Exception):
     """A command on the host failed; the message says which and shows its output."""
 
 
-class HostKeyRefused(RemoteError):
-    """The host presented another key than the one it must, or none is known for it: nothing
-    was sent, and trying again cannot help."""
-
-
 class NoAnswer(ConnectionError):
     """Nothing accepted a connection to the port on the host; `reason` says why in a few words."""
 
@@ -64,12 +56,10 @@ class Result:
 
 
 def connection_input(host: str, port: int | None, user: str | None,
-                     private_key: Any, host_key: Any = None) -> dict[str, Any]:
+                     private_key: Any) -> dict[str, Any]:
     """The `connection` input every host resource takes (secret because of the key); a port,
-    user or key left None comes from the host's ssh_config entry (resolve_connection); the host
-    key is the one the host must present (components/hostops/known_hosts.py)."""
-    return {"host": host, "port": port, "user": user, "private_key": private_key,
-            "host_key": host_key}
+    user or key left None comes from the host's ssh_config entry (resolve_connection)."""
+    return {"host": host, "port": port, "user": user, "private_key": private_key}
 
 
 def resolve_connection(connection: Mapping[str, Any],
@@ -114,20 +104,16 @@ def _load_key(text: str) -> paramiko.PKey:
 class Session:
     """One SSH connection: run commands, move files, open a channel to a port on the host."""
 
-    def __init__(self, connection: Mapping[str, Any], connect_timeout: float = 20.0,
-                 first_contact: bool = False) -> None:
-        """`connection["host_key"]` (or known_hosts) is the key the host must present; with
-        first_contact a host nothing knows yet is accepted (HostKey then records its key)."""
+    def __init__(self, connection: Mapping[str, Any], connect_timeout: float = 20.0) -> None:
         alias = connection["host"]
-        host_key = connection.get("host_key")
         connection = resolve_connection(connection)
         self.where = f"{connection['user']}@{connection['host']}:{connection['port']}" + (
             f" ({alias})" if alias != connection["host"] else "")
         self._client = paramiko.SSHClient()
+        # Trust on first use, as `ssh -o StrictHostKeyChecking=accept-new` does: hosts here
+        # are reached by key, and the local test hosts get new host keys on every boot.
+        self._client.set_missing_host_key_policy(paramiko.AutoAddPolicy())
         try:
-            trusted = known_hosts.expect(
-                self._client, host_key, connection["host"], int(connection["port"]), self.where,
-                first_contact)
             self._client.connect(
                 connection["host"],
                 port=int(connection["port"]),
@@ -139,16 +125,8 @@ class Session:
                 allow_agent=False,
                 look_for_keys=False,
             )
-        except paramiko.BadHostKeyException as err:
-            raise HostKeyRefused(str(known_hosts.mismatch(self.where, err))) from None
-        except known_hosts.HostKeyError as err:
-            raise HostKeyRefused(str(err)) from None
         except (OSError, paramiko.SSHException) as err:
             raise RemoteError(f"cannot reach {self.where} over SSH: {err}") from err
-        transport = self._client.get_transport()
-        assert transport is not None
-        self.host_key: paramiko.PKey = transport.get_remote_server_key()  # as presented
-        self.trusted = trusted()  # why: "first use", or the key's source
         self._sftp: paramiko.SFTPClient | None = None
 
     def __enter__(self) -> Session:

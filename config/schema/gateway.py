@@ -15,7 +15,7 @@ from typing import Any
 
 from config.checker import (API_URL_TEXT, DNS_LABEL, DNS_LABEL_TEXT, HOSTNAME, MISSING, NAME,
                             NAME_TEXT, USER, Checker, absolute_dir, api_url, get, ip_address)
-from config.schema.hosts import _private_key, host_key, ssh_key_entry
+from config.schema.hosts import _private_key, ssh_key_entry
 from config.schema.runpod import _api_key
 from config.types import (DATABASE_LOCATIONS, EXTERNAL_DATABASE, FLEET_UPSTREAM, FRONTIER_API_KEY,
                           GATEWAY_DATABASE_URL, GATEWAY_MASTER_KEY, LOCAL_DATABASE,
@@ -136,7 +136,7 @@ def _secret(check: Checker, name: str, value: Any, required: bool) -> ApiKey | N
 
 def _ssh(check: Checker, name: str, value: Any, secret_key: Any) -> SshTarget | None:
     start = check.mark()
-    ssh = check.obj("gateway.ssh", value, ("host", "port", "user", "privateKeyPath", "hostKey"))
+    ssh = check.obj("gateway.ssh", value, ("host", "port", "user", "privateKeyPath"))
     if ssh is None:
         return None
     host = check.pattern("gateway.ssh.host", get(ssh, "host"), HOSTNAME,
@@ -144,10 +144,9 @@ def _ssh(check: Checker, name: str, value: Any, secret_key: Any) -> SshTarget | 
     port = check.port("gateway.ssh.port", get(ssh, "port"), 22)
     user = check.pattern("gateway.ssh.user", get(ssh, "user"), USER, "a user name", default="root")
     key = _private_key(check, name, get(ssh, "privateKeyPath"), secret_key, owner="gateway")
-    pinned = host_key(check, "gateway.ssh.hostKey", get(ssh, "hostKey"))
     if not check.clean_since(start):
         return None
-    return SshTarget(host, port, user, key, host_key=pinned)
+    return SshTarget(host, port, user, key)
 
 
 def _cluster(check: Checker, value: Any) -> GatewayCluster | None:

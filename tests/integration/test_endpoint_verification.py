@@ -30,7 +30,8 @@ ALL_PROBES = ["model-list", "completion", "tool-call"]
 def connection() -> Iterator[dict]:
     # fresh=False: a later run reuses the extracted root filesystem (sshd is all this host needs).
     info = start_host(HOST, SSH_PORT, fresh=False)
-    yield info.connection()
+    yield {"host": info.ssh_host, "port": info.ssh_port, "user": info.user,
+           "private_key": info.private_key_path.read_text()}
     stop_host(HOST)
 
 

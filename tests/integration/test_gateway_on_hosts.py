@@ -114,7 +114,8 @@ def recorded_spend(key: str, timeout: float = 120) -> float:
 
 def gateway_session(hosts) -> Session:
     info = hosts["gateway"]
-    return Session(info.connection())
+    return Session({"host": info.ssh_host, "port": info.ssh_port, "user": info.user,
+                    "private_key": info.private_key_path.read_text()})
 
 
 def test_up_brings_the_gateway_up_with_a_working_key_for_every_developer(project, hosts):

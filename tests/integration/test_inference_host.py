@@ -19,11 +19,9 @@ import pytest
 import yaml
 
 from spear.smoke import EXPECTED_TEXT
-from components.hostops.known_hosts import fingerprint
 from components.hostops.ssh import Session
 from spear.review import overall, parts
 from localhosts import llama_source, local_stack, tiny_model
-from localhosts.host import renew_host_key
 from tests.support.engine import Project, engine_env
 from tests.support.stack_files import local_inference_hosts
 
@@ -46,7 +44,8 @@ def host():
 
 @pytest.fixture(scope="module")
 def ssh(host):
-    connection = host.connection()
+    connection = {"host": host.ssh_host, "port": host.ssh_port, "user": host.user,
+                  "private_key": host.private_key_path.read_text()}
     with Session(connection) as session:
         yield session
 
@@ -79,10 +78,10 @@ def build_marker(ssh: Session, key: str) -> str:
 
 def test_up_on_a_fresh_host_serves_and_passes_the_smoke_test(project, ssh):
     preview = project.preview(STACK)
-    assert preview["changeSummary"] == {"create": 10}
+    assert preview["changeSummary"] == {"create": 9}
     update = project.up(STACK)
     assert update.ok, update.output
-    assert update.changes() == {"create": 10}
+    assert update.changes() == {"create": 9}
     out = host_outputs(project)
     assert out["smoke_test"] == SMOKE
     assert out["cgroup"] == f"0::/system.slice/{UNIT}"
@@ -109,7 +108,7 @@ def test_a_second_up_changes_nothing(project):
     assert review(project)[0] == "no changes"
     update = project.up(STACK)
     assert update.ok, update.output
-    assert update.changes() == {"same": 10}
+    assert update.changes() == {"same": 9}
 
 
 def test_the_ssh_key_is_secret_in_state(project, host):
@@ -324,29 +323,9 @@ def test_a_template_without_tool_calls_fails_the_update_with_the_parser_trap(pro
     assert host_outputs(project)["smoke_test"] == SMOKE
 
 
-def test_a_host_presenting_another_key_is_refused_before_anything_is_sent(project, host):
-    # The same host with a new identity: as if re-created, or someone else on its address.
-    recorded = host_outputs(project)["ssh_host_key"]
-    assert recorded["trusted"] == "first use"
-    renew_host_key(HOST)
-    local_stack.stop(HOST)
-    local_stack.start(HOST, SSH_PORT, fresh=False)  # its disk as it was: only the key is new
-    presented = Session(host.connection()).host_key
-    refused = project.up(STACK)
-    assert not refused.ok
-    assert (f"expected {recorded['fingerprint']}, presented {fingerprint(presented)};"
-            " nothing was sent") in refused.output, refused.output[-3000:]
-    # Trusting the new key is a reviewed step: the record made again, then everything converges.
-    trusted = project.up(STACK, "--replace", project.urn(STACK, "local-host-key"))
-    assert trusted.ok, trusted.output[-4000:]
-    assert host_outputs(project)["ssh_host_key"]["fingerprint"] == fingerprint(presented)
-    assert host_outputs(project)["smoke_test"] == SMOKE
-
-
-def test_destroy_leaves_no_unit_behind(project, host):
+def test_destroy_leaves_no_unit_behind(project, ssh):
     update = project.destroy(STACK)
     assert update.ok, update.output
-    ssh = Session(host.connection())  # the host was restarted since the module's session
     assert ssh.run(f"test -e /etc/systemd/system/{UNIT}", check=False).code != 0
     listed = ssh.run(f"systemctl list-unit-files {UNIT} --no-legend", check=False)
     assert listed.code != 0 and listed.stdout.strip() == ""  # exits 1: no such unit file

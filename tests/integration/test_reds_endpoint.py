@@ -58,7 +58,8 @@ def host() -> Iterator[HostInfo]:
 
 
 def session(info: HostInfo) -> Session:
-    return Session(info.connection())
+    return Session({"host": info.ssh_host, "port": info.ssh_port, "user": info.user,
+                    "private_key": info.private_key_path.read_text()})
 
 
 @pytest.fixture(scope="module")

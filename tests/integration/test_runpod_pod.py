@@ -90,7 +90,7 @@ def pod_outputs(project: Project) -> dict[str, Any]:
 
 def ssh(out: dict[str, Any], pod_key: Path) -> Session:
     return Session({"host": out["ssh_host"], "port": out["ssh_port"], "user": "root",
-                    "private_key": pod_key.read_text(), "host_key": out["ssh_host_key"]["key"]})
+                    "private_key": pod_key.read_text()})
 
 
 def chat(out: dict[str, Any], pod_key: Path) -> str:

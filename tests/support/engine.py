@@ -156,12 +156,6 @@ class Project:
     def state_text(self, stack: str) -> str:
         return self.pulumi("stack", "export", "--stack", stack).stdout
 
-    def urn(self, stack: str, name: str) -> str:
-        """The URN of the stack's resource named `name` (for `up --replace`)."""
-        resources = json.loads(self.state_text(stack))["deployment"]["resources"]
-        [urn] = [r["urn"] for r in resources if r["urn"].endswith(f"::{name}")]
-        return urn
-
 
 # The project's own program (as fleet_main.py) with the stack's inference hosts left out: the
 # config needs one, and some scenarios are about the other things a stack declares.

@@ -139,9 +139,7 @@ def test_the_local_program_registers_each_part_of_the_gateway_with_its_own_type(
         "gateway-migrations": tokens.GATEWAY_MIGRATIONS.type,
         "gateway-config": tokens.GATEWAY_CONFIG.type,
         "gateway-env": tokens.GATEWAY_ENV.type,
-        "gateway-host-key": tokens.HOST_KEY.type,  # the key the gateway host must present
         "gateway-tunnel-local-key": tokens.TUNNEL_KEY.type,
-        "gateway-tunnel-local-known-hosts": tokens.TUNNEL_KNOWN_HOSTS.type,  # what `local` presents
         "gateway-tunnel-local": tokens.GATEWAY_TUNNEL.type,
         "gateway-service": tokens.GATEWAY_SERVICE.type,
         **{f"gateway-key-{dev}": tokens.GATEWAY_KEY.type for dev in ("ana", "bob", "cyn")},

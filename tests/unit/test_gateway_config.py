@@ -84,7 +84,7 @@ BAD = [
     ("gateway-named-like-a-host", changed(gateway_raw(), (*GATEWAY, "name"), "reds"),
      "gateway.name", "a name no inference host, pod or REDS endpoint has"),
     ("gateway-ssh-missing", changed(gateway_raw(), (*GATEWAY, "ssh"), DELETE),
-     "gateway.ssh", "an object with keys host, port, user, privateKeyPath, hostKey (required)"),
+     "gateway.ssh", "an object with keys host, port, user, privateKeyPath (required)"),
     ("listen-host", changed(gateway_raw(), (*GATEWAY, "listen", "host"), "gateway"),
      "gateway.listen.host", "an IP address on the gateway host"),
     ("master-key-missing", changed(gateway_raw(), (GATEWAY_MASTER_KEY,), DELETE),
