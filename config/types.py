@@ -447,6 +447,9 @@ class Prometheus:
     image: str | None = None  # bundled: the server's image, pinned
     port: int = 9090  # bundled: where it listens on the node's network
     retention: str = "15d"  # bundled: how long it keeps samples
+    # bundled: the API server its pod discovery asks; None: the cluster's own `kubernetes`
+    # Service (a cluster whose API server advertises a loopback address has no endpoint there)
+    api_server: str | None = None
     # operator: the labels the Operator's ruleSelector and monitor selectors match
     selector_labels: dict[str, str] = field(default_factory=dict)
 

@@ -62,7 +62,8 @@ def discovery_jobs(fleet: VllmFleet, gateway: GatewayTarget | None) -> dict[str,
         jobs[GATEWAY_JOB] = {"namespace": gateway.namespace, "port": "http",
                              "selector": ",".join(f"{k}={v}" for k, v in
                                                   sorted(gateway.pod_labels.items()))}
-    return {"interval": fleet.prometheus.scrape_interval_seconds, "jobs": jobs}
+    return {"interval": fleet.prometheus.scrape_interval_seconds, "jobs": jobs,
+            "api_server": fleet.prometheus.api_server}
 
 
 def _file_sd(job: str) -> dict[str, Any]:

@@ -7,7 +7,8 @@ for discovery it does not have. Standard library only, so any image with python3
 component ships this file in the server's ConfigMap.
 
 `python3 pod_discovery.py JOBS_JSON OUT_DIR`: JOBS_JSON is {"interval": seconds, "jobs": {job:
-{"namespace", "selector" (a label selector), "port" (a container port's name)}}}. Each round
+{"namespace", "selector" (a label selector), "port" (a container port's name)}}, "api_server":
+its URL, or null for the cluster's `kubernetes` Service}. Each round
 writes OUT_DIR/<job>.json (atomically: Prometheus never reads half a file): every running pod
 with an IP and that port, labelled with its namespace, name and track. A round the API does not
 answer keeps the last files, so a restart of the API server does not drop the targets.
@@ -56,9 +57,11 @@ def write(path: str, groups: list[dict[str, Any]]) -> None:
 class Api:
     """The API server as the pod's ServiceAccount reaches it (in-cluster config)."""
 
-    def __init__(self) -> None:
-        host, port = os.environ["KUBERNETES_SERVICE_HOST"], os.environ["KUBERNETES_SERVICE_PORT"]
-        self.base = f"https://{host}:{port}"
+    def __init__(self, base: str | None) -> None:
+        # The `kubernetes` Service unless the stack names the API server (vllmFleet
+        # .observability.prometheus.apiServer); the ServiceAccount's CA checks either.
+        self.base = base or (f"https://{os.environ['KUBERNETES_SERVICE_HOST']}:"
+                             f"{os.environ['KUBERNETES_SERVICE_PORT']}")
         self.tls = ssl.create_default_context(cafile=f"{ACCOUNT}/ca.crt")
 
     def pods(self, namespace: str, selector: str) -> dict[str, Any]:
@@ -75,7 +78,7 @@ class Api:
 def main(argv: list[str]) -> int:
     with open(argv[1]) as handle:
         config = json.load(handle)
-    out, api = argv[2], Api()
+    out, api = argv[2], Api(config.get("api_server"))
     while True:
         for job, spec in config["jobs"].items():
             try:

@@ -17,7 +17,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from config.checker import DNS_LABEL, DNS_LABEL_TEXT, MISSING, Checker, get, ip_address
+from config.checker import DNS_LABEL, DNS_LABEL_TEXT, MISSING, Checker, api_url, get, ip_address
 from config.types import (ACCESS_MODES, AMBIENT, CACHE_SALT_SCOPES, AgentSandbox, Alerts, Canary,
                           EgressTarget, GateRecord, Kubeconfig, MemoryFloor, ModelCache,
                           ModelFacts, PROMETHEUS_MODES, Prometheus, ServingPair, Vllm, VllmFleet)
@@ -390,7 +390,7 @@ def _alerts(check: Checker, key: str, value: Any) -> Alerts | None:
 
 
 # What each mode of observability.prometheus takes beside `mode` and `scrapeIntervalSeconds`.
-_PROMETHEUS_KEYS = {"none": (), "bundled": ("image", "port", "retention"),
+_PROMETHEUS_KEYS = {"none": (), "bundled": ("image", "port", "retention", "apiServer"),
                     "operator": ("selectorLabels",)}
 _RETENTION = re.compile(r"[1-9][0-9]*(h|d|w|y)")
 # A Kubernetes label: an optional DNS prefix and a name (63 at most, alphanumeric at each end).
@@ -423,7 +423,11 @@ def _prometheus(check: Checker, key: str, observability: Any) -> Prometheus:
             port=check.port(f"{key}.port", get(settings, "port"), default=9090),
             retention=check.pattern(f"{key}.retention", get(settings, "retention"), _RETENTION,
                                     "a duration in hours, days, weeks or years, e.g. 15d",
-                                    default="15d"))
+                                    default="15d"),
+            api_server=None if get(settings, "apiServer") is MISSING else check.text(
+                f"{key}.apiServer", get(settings, "apiServer"),
+                lambda v: v if v.startswith("https://") and api_url(v) else None,
+                "the API server's https URL, e.g. https://127.0.0.1:6440"))
     labels = get(settings, "selectorLabels")
     if labels is MISSING:
         labels = {}

@@ -68,7 +68,9 @@ def test_the_fleets_pods_are_discovered_by_label_and_port_and_the_gateway_host_i
     assert gateway_job["authorization"] == {"credentials_file": "/etc/prometheus/gateway/master-key"}
     assert monitoring.discovery_jobs(fleet_with(), metrics_target(gateway)) == {
         "interval": 5, "jobs": {"vllm-fleet": {"namespace": "vllm", "selector": "app=vllm",
-                                               "port": "http"}}}
+                                               "port": "http"}}, "api_server": None}
+    named = fleet_with(api_server="https://127.0.0.1:6440")
+    assert monitoring.discovery_jobs(named, None)["api_server"] == "https://127.0.0.1:6440"
 
 
 def test_a_gateway_in_the_cluster_is_discovered_pod_by_pod_in_its_namespace():
@@ -175,7 +177,7 @@ def test_the_operators_rule_holds_the_same_rules_and_every_object_the_selector_l
 def test_the_local_stack_runs_the_image_localhosts_builds_from_this_machines_prometheus():
     prom = parse(with_placeholder_keys(stack_raw("local"))).vllm_fleet.prometheus
     binary = prometheus_image.host_binary()
-    assert prom.mode == "bundled"
+    assert (prom.mode, prom.api_server) == ("bundled", "https://127.0.0.1:6440")
     assert prom.image == f"{prometheus_image.REPOSITORY}:{prometheus_image.version(binary)}"
     entries = prometheus_image.image_entries(binary)
     assert entries[prometheus_image.BINARY][0] == "file"
