@@ -122,9 +122,12 @@ def prometheus_scrapes_both_and_fires_the_hatch_alert() -> None:
     assert {t["labels"].get("track") for t in targets if t["labels"]["job"] == "vllm-fleet"} == {"stable"}
     [group] = [g for g in server.api("rules")["groups"] if g["name"] == alerts.GROUP]
     assert all(rule["health"] == "ok" for rule in group["rules"]), group
-    # The smoke tests' requests, as each pod and the gateway's exporter count them.
-    assert server.value('sum(vllm:request_success_total{model_name="qwen3-coder-next"})') >= 3
-    assert server.value('count(spear_developer_budget_usd)') == 3
+    # The smoke tests' requests as the pods count them, and every developer's budget as the
+    # gateway's exporter reads it from the ledger (within a few scrapes).
+    assert wait_until(lambda: (server.value(
+        'sum(vllm:request_success_total{model_name="qwen3-coder-next"})') or 0) >= 3, 30)
+    assert wait_until(lambda: server.value("count(spear_developer_budget_usd)") == 3, 30), \
+        server.api("query", query="spear_developer_budget_usd")
     assert alert_state(server, "HatchSpendNearCap") is None
     spend_on_the_hatch(16.0)  # over the local stack's alert at 15 USD, under its cap
     assert wait_until(lambda: alert_state(server, "HatchSpendNearCap") == "firing", 60), \
