@@ -65,7 +65,7 @@ REF_SERVER_PORTS = (8174, 8175, 8176)
 REF_CLIENT_PORTS = (8177, 8178, 8179)  # each upstream's tunnel end on the gateway host
 
 # --with-hosts: two real local hosts (the lead's reserved ports).
-GW_HOST, GW_SSH, GW_PROXY, GW_DATABASE = "bench-gw", 2292, 4042, 54332
+GW_HOST, GW_SSH, GW_PROXY, GW_DATABASE = "bench-gw", 2292, 4042, 25432
 LLAMA_HOST, LLAMA_SSH, LLAMA_SERVER, LLAMA_CLIENT = "bench-llama", 2293, 8172, 8173
 NOOP_KEYS = 200
 

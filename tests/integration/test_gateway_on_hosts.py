@@ -29,7 +29,7 @@ STACK = "gw"
 # Ports no other integration test uses: the hosts share this machine's network.
 GATEWAY_SSH, INFERENCE_SSH = 2290, 2291
 SERVER_PORT, CLIENT_PORT = 8170, 8171  # llama-server on its host; the tunnel's end on the gateway
-PROXY_PORT, DATABASE_PORT = 4040, 54330
+PROXY_PORT, DATABASE_PORT = 4040, 25430
 UPGRADE = "1.108.7"  # the newest LiteLLM whose [proxy] extra installs here
 MASTER_KEY = "sk-spear-it-master-5d1c0e"
 FRONTIER_KEY = "sk-ant-it-frontier-9b7f"

@@ -39,7 +39,7 @@ from tests.support.stack_files import local_inference_hosts
 pytestmark = pytest.mark.kubernetes
 
 STACK = "fleet"
-GATEWAY_SSH, PROXY_PORT, DATABASE_PORT = 2294, 4044, 54334
+GATEWAY_SSH, PROXY_PORT, DATABASE_PORT = 2294, 4044, 25434
 MASTER_KEY = "sk-spear-fleet-it-master-77c1"
 FRONTIER_KEY = "sk-ant-fleet-it-frontier-3e2d"
 API_KEY = "sk-fleet-integration-0123456789"

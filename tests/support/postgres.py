@@ -18,8 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 PG_BIN = Path("/usr/lib/postgresql/15/bin")
-# This helper's range (the other helpers and the lead have their own).
-PORTS = range(55431, 55440)
+# This helper's own range, below Linux's ephemeral ports (ip_local_port_range starts at 32768)
+# so that no client connection can be holding one when the server binds it.
+PORTS = range(25441, 25450)
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from tests.support.config_cases import MASTER_KEY
 from tests.unit import test_gateway_components as host
 
 IMAGE = "localhost/spear-fleet/litellm-gateway:1.91.1"
-DATABASE_URL = "postgresql://litellm:pw-SECRET-db@192.0.2.2:55431/litellm"
+DATABASE_URL = "postgresql://litellm:pw-SECRET-db@192.0.2.2:25441/litellm"
 
 
 def cluster_raw() -> dict[str, Any]:
