@@ -72,6 +72,9 @@ class SshTarget:
     port: int
     user: str
     key: InlineKey | KeyFile
+    # The host key it must present (`<type> <base64>`); None: recorded at first contact, or
+    # known_hosts' (components/hostops/known_hosts.py).
+    host_key: str | None = None
 
     @property
     def is_loopback(self) -> bool:
@@ -235,6 +238,7 @@ class RedsSsh:
     port: int | None
     user: str | None
     key: InlineKey | KeyFile | None  # None: the alias's IdentityFile
+    host_key: str | None = None  # as SshTarget.host_key
 
 
 @dataclass(frozen=True)
@@ -279,10 +283,20 @@ class PackageSource:
 
 
 @dataclass(frozen=True)
+class DatabaseBackupPlan:
+    """gateway.database.backup: pg_dump of the local database by a timer on the gateway host."""
+    folder: str  # on the gateway host; a mount that outlives the host
+    on_calendar: str  # a systemd calendar expression (checked by the host's systemd)
+    keep: int  # the newest dumps kept
+
+
+@dataclass(frozen=True)
 class GatewayDatabase:
     location: str  # one of DATABASE_LOCATIONS
     port: int  # the local cluster's port on the gateway host (unused when external)
     query_engine: str  # one of QUERY_ENGINES
+    backup: DatabaseBackupPlan | None = None  # local only
+    restore_from: str | None = None  # a dump in backup.folder, loaded into a database made anew
 
 
 @dataclass(frozen=True)

@@ -271,9 +271,7 @@ def hosts_config(inference, gateway_host) -> dict[str, Any]:
 
 def key_api_calls(gateway_host, since: str) -> dict[str, int]:
     """The proxy's access log on the gateway host since `since`: calls per key endpoint."""
-    with Session({"host": gateway_host.ssh_host, "port": gateway_host.ssh_port,
-                  "user": gateway_host.user,
-                  "private_key": gateway_host.private_key_path.read_text()}) as ssh:
+    with Session(gateway_host.connection()) as ssh:
         log = ssh.run(f"journalctl -u {GATEWAY_UNIT} --since '{since}' -o cat --no-pager").stdout
     calls: dict[str, int] = {}
     for method, path in re.findall(r'"(GET|POST) (/key/\w+)', log):
@@ -283,9 +281,7 @@ def key_api_calls(gateway_host, since: str) -> dict[str, int]:
 
 def gateway_clock(gateway_host) -> str:
     """The gateway host's clock, for journalctl --since."""
-    with Session({"host": gateway_host.ssh_host, "port": gateway_host.ssh_port,
-                  "user": gateway_host.user,
-                  "private_key": gateway_host.private_key_path.read_text()}) as ssh:
+    with Session(gateway_host.connection()) as ssh:
         return ssh.run("date '+%Y-%m-%d %H:%M:%S'").stdout.strip()
 
 

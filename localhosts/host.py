@@ -15,6 +15,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import signal
 import socket
 import subprocess
@@ -51,6 +52,11 @@ class HostInfo:
 
     def as_dict(self) -> dict:
         return {k: str(v) if isinstance(v, Path) else v for k, v in dataclasses.asdict(self).items()}
+
+    def connection(self) -> dict:
+        """The host as a resource's `connection` (components/hostops/ssh.py), host key included."""
+        return {"host": self.ssh_host, "port": self.ssh_port, "user": self.user,
+                "private_key": self.private_key_path.read_text(), "host_key": host_key(self.name)}
 
 
 def _host_dir(name: str) -> Path:
@@ -154,6 +160,20 @@ def _console_tail(name: str, lines: int = 40) -> str:
     return "\n".join(text.splitlines()[-lines:])
 
 
+HOST_KEY = "ssh_host_ed25519_key"
+
+
+def renew_host_key(name: str) -> None:
+    """Forget host `name`'s host key: its next start makes a new one (a re-created host)."""
+    for suffix in ("", ".pub"):
+        (_host_dir(name) / f"{HOST_KEY}{suffix}").unlink(missing_ok=True)
+
+
+def host_key(name: str) -> str:
+    """`<type> <base64>` of the host key host `name` presents (after its first start)."""
+    return " ".join((_host_dir(name) / f"{HOST_KEY}.pub").read_text().split()[:2])
+
+
 def _configure_host(name: str, root: Path, ssh_port: int) -> None:
     """Per-host identity: host key, root's authorised key, sshd port, hostname, machine-id."""
     hdir = _host_dir(name)
@@ -163,7 +183,12 @@ def _configure_host(name: str, root: Path, ssh_port: int) -> None:
     (ssh_dir / "authorized_keys").write_text(client_pub + "\n")
     (ssh_dir / "authorized_keys").chmod(0o600)
 
-    host_pub = _keypair(root / "etc/ssh/ssh_host_ed25519_key")
+    # The host key is the host's identity: kept across fresh starts like the client key, so a
+    # stack that recorded it (components/hostops/host_key.py) still knows the host. A host that
+    # must look re-created (a new key) is started after renew_host_key.
+    host_pub = _keypair(hdir / HOST_KEY)
+    for suffix in ("", ".pub"):
+        shutil.copy2(hdir / f"{HOST_KEY}{suffix}", root / f"etc/ssh/{HOST_KEY}{suffix}")
     # Shared network namespace: listening on anything but loopback would expose the host.
     (root / "etc/ssh/sshd_config.d/10-spear-listen.conf").write_text(f"ListenAddress 127.0.0.1:{ssh_port}\n")
     (hdir / "known_hosts").write_text(f"[127.0.0.1]:{ssh_port} {host_pub}\n")

@@ -35,6 +35,7 @@ RUNTIME_DIR = "/opt/spear"
 GATEWAY_HOST = "gateway"
 GATEWAY_SSH_PORT = 2223  # matches stacks/Pulumi.local.yaml
 WHEELHOUSE = "/var/cache/spear/wheelhouse"  # gateway.litellm.wheelhouse in the local stack
+BACKUPS = "/var/backups/spear-gateway"  # gateway.database.backup.folder in the local stack
 LOCAL_STACK = Path(__file__).resolve().parents[1] / "stacks" / "Pulumi.local.yaml"
 
 
@@ -68,13 +69,23 @@ def litellm_version(stack_file: Path = LOCAL_STACK) -> str:
     return str(config["spear-fleet:gateway"]["litellm"]["version"])
 
 
+def _backups(gateway: str) -> Path:
+    return cache_dir() / "hosts" / f"{gateway}-backups"
+
+
 def start_gateway(name: str = GATEWAY_HOST, ssh_port: int = GATEWAY_SSH_PORT,
-                  versions: tuple[str, ...] = (), fresh: bool = False) -> HostInfo:
+                  versions: tuple[str, ...] = (), fresh: bool = False,
+                  backups: Path | None = None) -> HostInfo:
     """Boot the gateway host `name` with the wheelhouse for the stack's LiteLLM version (and any
-    other `versions` a test moves to) mounted where the stack's install looks."""
+    other `versions` a test moves to) mounted where the stack's install looks, and `backups` (a
+    folder of this machine, by default beside the host's own) where its database backups go:
+    a fresh start empties the host's disk, not its backups."""
     for version in (litellm_version(), *versions):
         folder = ensure_wheelhouse(version)
-    return start_host(name, ssh_port, [(str(folder), WHEELHOUSE)], fresh=fresh)
+    backups = backups or _backups(name)
+    backups.mkdir(parents=True, exist_ok=True)
+    return start_host(name, ssh_port, [(str(folder), WHEELHOUSE), (str(backups), BACKUPS)],
+                      fresh=fresh)
 
 
 def start_local_cluster(fresh: bool = False) -> ClusterInfo:
@@ -91,7 +102,8 @@ def start_local_cluster(fresh: bool = False) -> ClusterInfo:
 def report(outputs: dict) -> list[str]:
     """The lines up-local ends with, from the stack's outputs: each inference host's smoke test,
     each developer's through the gateway, the hatch's cap and the limit only the operator can set,
-    the vLLM fleet's rollout, and where its bundled Prometheus answers."""
+    the gateway database's backups, the vLLM fleet's rollout, and where its bundled Prometheus
+    answers."""
     lines = [f"smoke test ({name}): {host['smoke_test']}"
              for name, host in outputs["inference_hosts"].items()]
     gateway = outputs.get("gateway") or {}
@@ -101,6 +113,9 @@ def report(outputs: dict) -> list[str]:
     if hatch := gateway.get("hatch"):
         lines.append(f"hatch: refused over {hatch['monthly_cap_usd']:g} USD a month, alert at"
                      f" {hatch['alert_usd']:g} USD; {hatch['provider_limit']}")
+    if backup := gateway.get("database_backup"):
+        lines.append(f"gateway database backups: {backup['dumps']} in {backup['folder']}"
+                     f" ({_backups(GATEWAY_HOST)} on this machine), the first {backup['first_dump']}")
     fleet = outputs.get("vllm_fleet")
     if fleet:
         stable = fleet["stable"]

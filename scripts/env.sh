@@ -12,7 +12,7 @@ case ":$PATH:" in *":$_spear_engine:"*) ;; *) export PATH="$_spear_engine:$PATH"
 # Plugins come from this machine only: a missing one fails fast instead of trying the internet.
 export PULUMI_SKIP_UPDATE_CHECK=true PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION=true
 export PULUMI_BACKEND_URL=${PULUMI_BACKEND_URL:-file://$HOME/.spear-fleet/state}
-mkdir -p "${PULUMI_BACKEND_URL#file://}" 2>/dev/null || true
+case $PULUMI_BACKEND_URL in file://*) mkdir -p "${PULUMI_BACKEND_URL#file://}" ;; esac
 # The committed example stacks encrypt their placeholder secrets with this passphrase; a real
 # deployment sets its own (see README).
 export PULUMI_CONFIG_PASSPHRASE=${PULUMI_CONFIG_PASSPHRASE-spear-fleet-example}

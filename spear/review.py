@@ -43,9 +43,11 @@ RECHECK = "re-check"
 # The vLLM fleet's Deployments: a new pod template rolls out; a new replica count only scales.
 ROLLING_UPDATE = "rolling update"
 SCALE = "scale"
+# Any host resource: only the way in (the login, the SSH host key the host must present) changed.
+RECONNECT = "new way in"
 # Most disruptive first: the order of the overall line and of the list.
 CLASSES = (DELETE, RECREATE_POD, REPLACE, REBUILD, CREATE, ROLLING_UPDATE, RESET_POD, MODEL_REFETCH,
-           RESTART_VLLM, SCALE, CONFIG_ONLY, RECHECK, NO_CHANGE)
+           RESTART_VLLM, SCALE, CONFIG_ONLY, RECHECK, RECONNECT, NO_CHANGE)
 # What a replacement or an update (the generic class) of these types is.
 KIND_CLASSES = {
     (tokens.RUNPOD_POD.type, REPLACE): RECREATE_POD,
@@ -73,14 +75,17 @@ PART_NAMES = {
     tokens.RUNPOD_POD.type: "RunPod pod",
     tokens.POD_VLLM.type: "vLLM on the pod",
     tokens.ENDPOINT_VERIFICATION.type: "endpoint verification",
+    tokens.HOST_KEY.type: "SSH host key",
     tokens.REDS_TUNNEL_CHECK.type: "REDS tunnel check",
     tokens.LITELLM_INSTALL.type: "LiteLLM install",
     tokens.GATEWAY_DATABASE.type: "gateway PostgreSQL",
     tokens.GATEWAY_MIGRATIONS.type: "gateway migrations",
+    tokens.GATEWAY_BACKUP.type: "gateway database backups",
     tokens.GATEWAY_CONFIG.type: "gateway config.yaml",
     tokens.GATEWAY_ENV.type: "gateway env file",
     tokens.GATEWAY_HOOK_FILE.type: "gateway hook file",
     tokens.TUNNEL_KEY.type: "tunnel key",
+    tokens.TUNNEL_KNOWN_HOSTS.type: "tunnel known_hosts",
     tokens.GATEWAY_SMOKE_TEST.type: "gateway smoke test",
     tokens.FLEET_THROUGHPUT.type: "fleet throughput",
     tokens.GATEWAY_KEY.type: "developer key",
@@ -105,11 +110,13 @@ UPDATE_MEANING = {
     tokens.SYSTEMD_UNIT.type: "daemon-reload and restart, then waits for /health and checks the unit is"
                     " in its slice",
     tokens.SMOKE_TEST.type: "asks the server for SPEAR-BACKEND-OK again",
+    tokens.HOST_KEY.type: "checks the host against the newly pinned key (ssh.hostKey)",
     tokens.ENDPOINT_VERIFICATION.type: "re-verifies the endpoint: model list, completion, tool call",
     tokens.REDS_TUNNEL_CHECK.type: "re-checks the tunnel: nothing is installed on a REDS host",
     tokens.GATEWAY_CONFIG.type: "rewrites config.yaml; the proxy restarts, nothing is reinstalled",
     tokens.GATEWAY_ENV.type: "rewrites the env file (secrets, not shown); the proxy restarts",
     tokens.GATEWAY_MIGRATIONS.type: "applies only the LiteLLM migrations not yet recorded",
+    tokens.GATEWAY_BACKUP.type: "rewrites the backup timer and script; the dumps are kept",
     tokens.GATEWAY_KEY.type: "updated in place through /key/update: the developer keeps the key",
     tokens.GATEWAY_SMOKE_TEST.type: "asks coder for SPEAR-BACKEND-OK through the gateway again",
     tokens.FLEET_THROUGHPUT.type: "measures the track's prefill and decode tokens/s again and"
@@ -123,9 +130,20 @@ KIND_MEANING = {
                                             " one stays for a rollback); then the new migrations"
                                             " and a restart",
     (tokens.GATEWAY_KEY.type, CREATE): "a new virtual key (/key/generate)",
+    (tokens.GATEWAY_DATABASE.type, CREATE): "a PostgreSQL cluster, role and database; with"
+                                            " gateway.database.restoreFrom the dump is loaded"
+                                            " into it first (keys and spend as dumped)",
+    (tokens.GATEWAY_BACKUP.type, CREATE): "a timer that dumps the database into the backup"
+                                          " folder; one dump is taken at once",
+    (tokens.GATEWAY_BACKUP.type, DELETE): "the timer is removed; the dumps stay in the folder",
     (tokens.GATEWAY_KEY.type, DELETE): "the key is deleted (/key/delete): its developer loses"
                                        " access",
     (tokens.GATEWAY_KEY.type, REPLACE): "a new virtual key: the old one is deleted",
+    (tokens.HOST_KEY.type, CREATE): "trusts the SSH host key the host presents now (trust on"
+                                    " first use) unless ssh.hostKey pins one; every later"
+                                    " connection to the host refuses any other key",
+    (tokens.HOST_KEY.type, REPLACE): "another host: the key it presents is trusted on first use"
+                                     " again (pin ssh.hostKey to check it instead)",
     (tokens.REDS_TUNNEL_CHECK.type, CREATE): "opens the tunnel and checks that something answers:"
                                              " nothing is installed on a REDS host",
     (tokens.REDS_TUNNEL_CHECK.type, DELETE): "forgotten: nothing was installed on the REDS host,"
@@ -146,6 +164,8 @@ OP_MEANING = {
     ROLLING_UPDATE: "Kubernetes rolls the pods over to the new template one at a time (one extra"
                     " pod, none unavailable); `up` waits until the rollout is Available",
     SCALE: "pods are added or removed; the running ones keep their template",
+    RECONNECT: "records how to reach the host from now on (refresh and destroy use it); nothing"
+               " is sent to the host",
 }
 
 
@@ -405,6 +425,8 @@ def _part(step: Mapping[str, Any], stable_now: tuple[str, str, Any] | None = Non
     change = KIND_CLASSES.get((kind, change), change)
     old, new = _inputs(step, "oldState"), _inputs(step, "newState")
     details = _details(kind, old, new) if old and new else []
+    if step["op"] == "update" and old and new and _changed_keys(old, new, kind) == ["reach"]:
+        change, details = RECONNECT, _mapping_details({"reach": old["reach"]}, {"reach": new["reach"]})
     if kind == tokens.K8S_DEPLOYMENT.type:
         if change == CONFIG_ONLY:
             # Only the replica count: a scale; anything in the pod template: a rolling update.
@@ -448,8 +470,9 @@ def overall(all_parts: list[Part]) -> str:
     changes = {p.change for p in all_parts} - {NO_CHANGE}
     if not changes:
         return "no changes"
-    restart = any(p.change != NO_CHANGE and p.kind in UNIT_KINDS for p in all_parts)
-    if changes <= {MODEL_REFETCH, CONFIG_ONLY, RECHECK}:
+    restart = any(p.change not in (NO_CHANGE, RECONNECT) and p.kind in UNIT_KINDS
+                  for p in all_parts)
+    if changes <= {MODEL_REFETCH, CONFIG_ONLY, RECHECK, RECONNECT}:
         return (("restart, no rebuild" if restart else "in place, no restart")
                 + (" (after a model re-fetch)" if MODEL_REFETCH in changes else ""))
     first = next(c for c in CLASSES if c in changes)

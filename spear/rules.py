@@ -7,6 +7,7 @@ Pure Python with no dependencies, so the policy pack's own virtualenv can import
 
 from __future__ import annotations
 
+import base64
 import ipaddress
 import re
 from collections.abc import Callable, Sequence
@@ -58,6 +59,36 @@ def image_pin_problem(image: object) -> str | None:
         return f"{image!r} has no tag (it means :latest)"
     if match["tag"] == UNPINNED_TAG:
         return f"{image!r} is tagged :latest, which moves"
+    return None
+
+
+# SSH host keys (seed 000 §6.2: the fleet's secrets go to hosts over SSH, so only to the host
+# whose key is known): what ssh.hostKey may hold.
+HOST_KEY_TYPES = ("ssh-ed25519", "ecdsa-sha2-nistp256", "ecdsa-sha2-nistp384",
+                  "ecdsa-sha2-nistp521", "ssh-rsa")
+HOST_KEY_TEXT = ("a known_hosts line or its key part, `<type> <base64>` (type one of "
+                 + ", ".join(HOST_KEY_TYPES) + "), e.g. a line of `ssh-keyscan <host>`")
+
+
+# The dumps hosts/gateway/backup-database.sh writes (gateway.database.restoreFrom names one).
+BACKUP_DUMP = re.compile(r"litellm-[0-9]{8}T[0-9]{6}Z\.dump")
+BACKUP_DUMP_TEXT = "a dump's file name in gateway.database.backup.folder (litellm-<YYYYMMDD>T<HHMMSS>Z.dump)"
+
+
+def host_key_normal(text: object) -> str | None:
+    """`<type> <base64>` of a host key given as a known_hosts line ("[host]:port type base64
+    [comment]") or its key part; None when it is neither (the base64 must hold a key of that
+    type: SSH's wire form starts with the type's name)."""
+    words = text.split() if isinstance(text, str) else []
+    for start in (0, 1):  # without or with the host field
+        if len(words) >= start + 2 and words[start] in HOST_KEY_TYPES:
+            kind, data = words[start], words[start + 1]
+            try:
+                blob = base64.b64decode(data, validate=True)
+            except ValueError:
+                return None
+            length = int.from_bytes(blob[:4], "big")
+            return f"{kind} {data}" if blob[4:4 + length] == kind.encode() else None
     return None
 
 

@@ -23,10 +23,10 @@ from pathlib import Path
 from typing import Any
 
 import pulumi
-from pulumi.dynamic import DiffResult, ReadResult
+from pulumi.dynamic import ReadResult
 
 from components.hostops.host_resource import HostProvider, HostResource
-from components.hostops.ssh import RemoteError, Session, tail
+from components.hostops.ssh import HostKeyRefused, RemoteError, Session, tail
 from spear import tokens
 from spear.vllm import API_KEY_ENV, API_KEY_FILE_MODE
 
@@ -65,11 +65,8 @@ class PodVllmProvider(HostProvider):
     def resource_id(self, props: dict[str, Any]) -> str:
         return f"{props['pod_id']}:{SESSION}"
 
-    def diff(self, id_: str, olds: Mapping[str, Any], news: Mapping[str, Any]) -> DiffResult:
-        result = super().diff(id_, olds, news)
-        if olds.get("running") is False:  # refresh found it down: `up` starts it again
-            result.changes = True
-        return result
+    def stale(self, olds: Mapping[str, Any]) -> bool:
+        return olds.get("running") is False  # refresh found it down: `up` starts it again
 
     def apply(self, props: dict[str, Any], olds: dict[str, Any] | None) -> dict[str, Any]:
         runtime = props["runtime_dir"]
@@ -100,6 +97,8 @@ class PodVllmProvider(HostProvider):
             with Session(props["connection"], connect_timeout=10) as host:
                 running = _session_alive(host) and _healthy(host, int(props["port"]))
                 args = host.read(f"{props['runtime_dir']}/config/vllm.args")
+        except HostKeyRefused:
+            raise  # not a stopped pod: another host answers there
         except RemoteError:
             # The pod stopped or moved (a new SSH port): whatever ran there is gone.
             return ReadResult(id_=id_, outs={**props, "running": False})
@@ -120,6 +119,8 @@ def _session(connection: dict[str, Any]) -> Session:
     while True:
         try:
             return Session(connection)
+        except HostKeyRefused:
+            raise  # no wait makes another key the right one
         except RemoteError:
             if time.monotonic() >= deadline:
                 raise

@@ -22,3 +22,4 @@ class Reach:
     port: int
     served_model: pulumi.Input[str]  # the model id to ask for
     api_key: pulumi.Input[str] | None = None  # secret: what the server demands, if anything
+    host_key: pulumi.Input[str] | None = None  # what the SSH host must present (HostKey's)

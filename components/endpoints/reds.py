@@ -20,11 +20,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import pulumi
-from pulumi.dynamic import DiffResult, ReadResult
+from pulumi.dynamic import ReadResult
 
 from spear.probes import listed_models
 from components.endpoints.proof import EndpointProofArgs, prove_endpoint
 from components.endpoints.reach import Reach
+from components.hostops.host_key import pinned_connection
 from components.hostops.host_resource import HostProvider, HostResource
 from components.hostops.ssh import NoAnswer, RemoteError, Session, connection_input
 from components.inference_host import InferenceHost
@@ -109,12 +110,9 @@ class RedsTunnelCheckProvider(HostProvider):
     def resource_id(self, props: Mapping[str, Any]) -> str:
         return f"{props['endpoint']}@{props['ssh_host']}:{props['address']}:{int(props['port'])}"
 
-    def diff(self, id_: str, olds: Mapping[str, Any], news: Mapping[str, Any]) -> DiffResult:
-        result = super().diff(id_, olds, news)
+    def stale(self, olds: Mapping[str, Any]) -> bool:
         # Refresh found it silent, or serving another model than the one recorded: check again.
-        if not olds.get("answering") or olds.get("model_id") not in (olds.get("model_ids") or []):
-            result.changes = True
-        return result
+        return not olds.get("answering") or olds.get("model_id") not in (olds.get("model_ids") or [])
 
     def apply(self, props: dict[str, Any], olds: dict[str, Any] | None) -> dict[str, Any]:
         ids = check(props)
@@ -190,8 +188,11 @@ class RedsEndpoint(pulumi.ComponentResource):
                          pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(
                              depends_on=after_host)))
         ssh = cfg.ssh
-        connection = pulumi.Output.secret(
-            connection_input(ssh.host, ssh.port, ssh.user, args.private_key))
+        self.host_key, connection = pinned_connection(
+            name, pulumi.Output.secret(connection_input(ssh.host, ssh.port, ssh.user,
+                                                        args.private_key)),
+            f"{ssh.user or ''}@{ssh.host}:{ssh.port or ''}", ssh.host_key,
+            pulumi.ResourceOptions(parent=self))
 
         self.check = RedsTunnelCheck(f"{name}-check", RedsTunnelCheckArgs(
             endpoint=name,
@@ -218,11 +219,12 @@ class RedsEndpoint(pulumi.ComponentResource):
 
         # Handed to the gateway host, so only a login it can use without this machine's
         # ~/.ssh/config (config/schema/gateway.py refuses an alias-only endpoint as an upstream).
-        self.reach = Reach(endpoint=name, ssh_host=ssh.host, ssh_port=ssh.port or 22,
+        self.reach = Reach(endpoint=name, host_key=self.host_key.host_key, ssh_host=ssh.host, ssh_port=ssh.port or 22,
                            ssh_user=ssh.user or "root", private_key=args.private_key,
                            address=cfg.address, port=cfg.port, served_model=self.check.model_id)
 
         self.outputs: dict[str, Any] = {
+            "ssh_host_key": self.host_key.outputs(),
             "ssh_host": ssh.host,
             "remote_port": cfg.port,
             "inference_host": cfg.inference_host,

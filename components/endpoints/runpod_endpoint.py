@@ -20,6 +20,7 @@ from components.endpoints.pod_vllm import PodVllm, PodVllmArgs
 from components.endpoints.runpod_pod import RunPodPod, RunPodPodArgs
 from components.endpoints.proof import EndpointProofArgs, prove_endpoint
 from components.endpoints.reach import Reach
+from components.hostops.host_key import pinned_connection
 from components.hostops.ssh import connection_input
 from config.types import RunPodPod as PodConfig
 from spear import tokens, vllm
@@ -62,8 +63,12 @@ class RunPodEndpoint(pulumi.ComponentResource):
         ), child)
 
         argv = vllm.command_line(cfg.vllm)
-        connection = pulumi.Output.secret(connection_input(
-            self.pod.ssh_host, self.pod.ssh_port, cfg.ssh.user, args.private_key))
+        # A pod is known by its id: it moves to a new SSH port on every restart, and a new pod
+        # (a replacement) has a new host key.
+        self.host_key, connection = pinned_connection(
+            name, pulumi.Output.secret(connection_input(
+                self.pod.ssh_host, self.pod.ssh_port, cfg.ssh.user, args.private_key)),
+            self.pod.pod_id.apply(lambda pod: f"runpod:{pod}"), None, child)
         self.vllm = PodVllm(f"{name}-vllm", PodVllmArgs(
             connection=connection,
             pod_id=self.pod.pod_id,
@@ -86,7 +91,7 @@ class RunPodEndpoint(pulumi.ComponentResource):
             triggers={"started_at": self.vllm.started_at},
         ), pulumi.ResourceOptions(parent=self, depends_on=[self.vllm]))
 
-        self.reach = Reach(endpoint=name, ssh_host=self.pod.ssh_host, ssh_port=self.pod.ssh_port,
+        self.reach = Reach(endpoint=name, host_key=self.host_key.host_key, ssh_host=self.pod.ssh_host, ssh_port=self.pod.ssh_port,
                            ssh_user=cfg.ssh.user, private_key=args.private_key,
                            address="127.0.0.1", port=cfg.vllm.port,
                            served_model=cfg.vllm.served_model_name, api_key=args.vllm_api_key)
@@ -96,6 +101,7 @@ class RunPodEndpoint(pulumi.ComponentResource):
             "ssh_host": self.pod.ssh_host,
             "ssh_port": self.pod.ssh_port,
             "ssh_user": cfg.ssh.user,
+            "ssh_host_key": self.host_key.outputs(),
             "command_line": argv,
             "served_model_name": cfg.vllm.served_model_name,
             "vllm_port": cfg.vllm.port,

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pulumi
-from pulumi.dynamic import CreateResult, DiffResult, ReadResult, Resource, UpdateResult
+from pulumi.dynamic import CreateResult, ReadResult, Resource, UpdateResult
 
 from components.hostops.host_resource import HostProvider
 from config.types import RunPodPod as PodConfig
@@ -99,11 +99,8 @@ class RunPodPodProvider(HostProvider):
     replace_fields = (*CREATE_ONLY, "api_url")  # another API is another account: a new pod
     update_fields = tuple(UPDATABLE)
 
-    def diff(self, id_: str, olds: Mapping[str, Any], news: Mapping[str, Any]) -> DiffResult:
-        result = super().diff(id_, olds, news)
-        if olds.get("desired_status") != RUNNING:  # refresh found it stopped: `up` starts it
-            result.changes = True
-        return result
+    def stale(self, olds: Mapping[str, Any]) -> bool:
+        return olds.get("desired_status") != RUNNING  # refresh found it stopped: `up` starts it
 
     def create(self, props: Mapping[str, Any]) -> CreateResult:
         api = _api(props)

@@ -19,8 +19,10 @@ import pulumi
 
 from components.endpoints.proof import EndpointProof, EndpointProofArgs, prove_endpoint
 from components.endpoints.reach import Reach
-from components.gateway.database import (LocalDatabase, LocalDatabaseArgs, Migrations,
-                                         MigrationsArgs)
+from components.gateway.backup import DatabaseBackup, DatabaseBackupArgs
+from components.gateway.backup import render_units as render_backup_units
+from components.gateway.database import (CLUSTER, PG_VERSION, LocalDatabase, LocalDatabaseArgs,
+                                         Migrations, MigrationsArgs)
 from components.gateway.install import LitellmInstall, LitellmInstallArgs
 from components.gateway.keys import GatewayKey, GatewayKeyArgs
 from components.gateway.offline_engine import bundle_key
@@ -28,6 +30,8 @@ from components.gateway.render import (DATABASE_URL_ENV, FRONTIER_KEY_ENV, HOOK_
                                        MASTER_KEY_ENV, Route, config_facts, hatch_outputs,
                                        hooks_digest, render_config, render_env,
                                        render_tunnel_unit, render_unit, upstream_key_env)
+from components.hostops.host_key import pinned_connection
+from components.hostops.known_hosts import known_hosts_line
 from components.hostops.remote_file import RemoteFile, RemoteFileArgs, content_digest
 from components.hostops.smoke_test import SmokeTest, SmokeTestArgs
 from components.hostops.ssh import connection_input
@@ -58,6 +62,12 @@ class GatewayHookFile(RemoteFile, module=tokens.DYNAMIC_MODULE,
 
 class TunnelKey(RemoteFile, module=tokens.DYNAMIC_MODULE, name=tokens.TUNNEL_KEY.name):
     """<runtime>/tunnels/<endpoint>.key (0600): the key the tunnel logs in to the endpoint with."""
+
+
+class TunnelKnownHosts(RemoteFile, module=tokens.DYNAMIC_MODULE,
+                       name=tokens.TUNNEL_KNOWN_HOSTS.name):
+    """<runtime>/tunnels/<endpoint>.known_hosts: the host key the endpoint's host must present to
+    the tunnel's ssh (public: no secret)."""
 
 
 class GatewayTunnel(SystemdUnit, module=tokens.DYNAMIC_MODULE, name=tokens.GATEWAY_TUNNEL.name):
@@ -172,8 +182,10 @@ class Gateway(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
         cfg = args.config
         runtime = cfg.runtime_dir
-        connection = pulumi.Output.secret(
-            connection_input(cfg.ssh.host, cfg.ssh.port, cfg.ssh.user, args.private_key))
+        self.host_key, connection = pinned_connection(
+            name, pulumi.Output.secret(connection_input(cfg.ssh.host, cfg.ssh.port, cfg.ssh.user,
+                                                        args.private_key)),
+            f"{cfg.ssh.user}@{cfg.ssh.address}", cfg.ssh.host_key, child)
         local_db = cfg.database.location != EXTERNAL_DATABASE
 
         offline = cfg.database.query_engine == OFFLINE_ENGINE
@@ -181,9 +193,18 @@ class Gateway(pulumi.ComponentResource):
             connection=connection, gateway=cfg,
             bundle_key=bundle_key() if offline else None), child)
 
+        backup = cfg.database.backup
         self.database = LocalDatabase(f"{name}-postgresql", LocalDatabaseArgs(
-            connection=connection, runtime_dir=runtime, port=cfg.database.port),
+            connection=connection, runtime_dir=runtime, port=cfg.database.port,
+            restore_from=posixpath.join(backup.folder, cfg.database.restore_from)
+            if backup and cfg.database.restore_from else None),
             child) if local_db else None
+        self.backup = DatabaseBackup(f"{name}-backup", DatabaseBackupArgs(
+            connection=connection, runtime_dir=runtime, on_calendar=backup.on_calendar,
+            folder=backup.folder, units=render_backup_units(
+                backup, runtime, cfg.database.port, f"postgresql@{PG_VERSION}-{CLUSTER}.service")),
+            pulumi.ResourceOptions(parent=self, depends_on=[self.database])
+        ) if self.database and backup else None
 
         # The tunnels: each upstream's server on this host's loopback, at its backend's port.
         tunnels: list[SystemdUnit] = []
@@ -199,6 +220,13 @@ class Gateway(pulumi.ComponentResource):
                 path=posixpath.join(runtime, "tunnels", f"{endpoint}.key"),
                 content=pulumi.Output.secret(reach.private_key), mode=0o600, secret=True,
             ), child)
+            # The key the endpoint's host must present, for the tunnel's ssh (strict checking).
+            known_hosts = TunnelKnownHosts(f"{name}-tunnel-{endpoint}-known-hosts", RemoteFileArgs(
+                connection=connection,
+                path=posixpath.join(runtime, "tunnels", f"{endpoint}.known_hosts"),
+                content=pulumi.Output.all(reach.ssh_host, reach.ssh_port, reach.host_key).apply(
+                    lambda hpk: known_hosts_line(hpk[0], int(hpk[1]), hpk[2])),
+            ), child)
             unit_text = pulumi.Output.all(reach.ssh_host, reach.ssh_port).apply(
                 lambda hp, e=endpoint, r=reach, p=port: render_tunnel_unit(
                     cfg, e, hp[0], hp[1], r.ssh_user, r.address, r.port, p))
@@ -209,8 +237,9 @@ class Gateway(pulumi.ComponentResource):
                 slice=SYSTEM_SLICE,
                 # Through the tunnel: the endpoint's own health answers only when it forwards.
                 health=HealthCheck(port=port, timeout_seconds=120),
-                restart_triggers={"key": key_file.digest},
-            ), pulumi.ResourceOptions(parent=self, depends_on=[key_file, *upstream.after])))
+                restart_triggers={"key": key_file.digest, "host_key": known_hosts.digest},
+            ), pulumi.ResourceOptions(parent=self,
+                                      depends_on=[key_file, known_hosts, *upstream.after])))
             routes.append(pulumi.Output.from_input(reach.served_model).apply(
                 lambda model, e=endpoint, r=reach, p=port: Route.tunnel(e, p, model, r.api_key is not None)))
             if reach.api_key is not None:
@@ -266,8 +295,9 @@ class Gateway(pulumi.ComponentResource):
                                           content=local.read_text()), child)
                       for remote, local in HOOK_FILES.items()]
 
-        # Which database the records live in: a new one means new keys.
-        database = (self.database.system_id if self.database else
+        # Which records the database holds: new ones mean new keys (a restored dump keeps its own).
+        database = (pulumi.Output.all(self.database.records_id, self.database.system_id).apply(
+            lambda ids: ids[0] or ids[1]) if self.database else
                     pulumi.Output.secret(args.database_url).apply(content_digest))
         self.migrations = Migrations(f"{name}-migrations", MigrationsArgs(
             connection=connection, runtime_dir=runtime, install_key=self.install.install_key,
@@ -307,6 +337,7 @@ class Gateway(pulumi.ComponentResource):
 
         self.outputs: dict[str, Any] = {
             "url": url,
+            "ssh_host_key": self.host_key.outputs(),
             "litellm_version": self.install.installed_version,
             "upstreams": upstream_names,
             "fleet_routes": {track: {"verified": proof.verification.passed,
@@ -315,6 +346,9 @@ class Gateway(pulumi.ComponentResource):
                              for track, proof in self.fleet_proofs.items()},
             "migrations_applied": self.migrations.applied,
             "database": "local" if local_db else "external",
+            **({"database_backup": {"folder": backup.folder, "first_dump": self.backup.first_dump,
+                                    "dumps": self.backup.dumps,
+                                    "restored": self.database.restored}} if self.backup else {}),
             "hatch": hatch_outputs(cfg.hatch),
             **self.access.outputs(),
         }

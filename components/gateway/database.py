@@ -37,6 +37,7 @@ class LocalDatabaseArgs:
     connection: pulumi.Input[dict]
     runtime_dir: str
     port: int
+    restore_from: str | None = None  # a dump's path, loaded only into a database made anew
 
 
 class LocalDatabaseProvider(HostProvider):
@@ -101,21 +102,35 @@ if [ "$encoding" != UTF8 ]; then
        "{PG_VERSION} {CLUSTER} and run up again" >&2
   exit 1
 fi
-# Which database this is: a re-created cluster is another one (new migrations, new keys).
+{_restore(props.get("restore_from"), port)}
+# Which records these are: the cluster's id when they were first made (a new cluster is new
+# records: new keys); a restored dump brings its own back, and with it the keys it holds.
+runuser -u postgres -- psql -q -p {port} -d {DATABASE} -v ON_ERROR_STOP=1 <<'SQL'
+CREATE TABLE IF NOT EXISTS spear_records (id text NOT NULL);
+ALTER TABLE spear_records OWNER TO {ROLE};
+INSERT INTO spear_records SELECT system_identifier::text FROM pg_control_system()
+  WHERE NOT EXISTS (SELECT FROM spear_records);
+SQL
+echo "restored=$restored"
 runuser -u postgres -- psql -p {port} -Atc 'SELECT system_identifier FROM pg_control_system()'
+runuser -u postgres -- psql -p {port} -d {DATABASE} -Atc 'SELECT id FROM spear_records'
 """
         with Session(props["connection"]) as host:
-            system_id = host.run(script).stdout.split()[-1]
+            *_, restored, system_id, records_id = host.run(script).stdout.split()
         return {**props, "cluster": f"{PG_VERSION}/{CLUSTER}", "database": DATABASE,
-                "env_file": env_file, "system_id": system_id}
+                "env_file": env_file, "system_id": system_id, "records_id": records_id,
+                "restored": restored.removeprefix("restored=") or None}
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
         with Session(props["connection"]) as host:
             found = host.run(f"cd / && runuser -u postgres -- psql -p {int(props['port'])} -Atc"
                              " 'SELECT system_identifier FROM pg_control_system()'", check=False)
+            records = host.run(f"cd / && runuser -u postgres -- psql -p {int(props['port'])}"
+                               f" -d {DATABASE} -Atc 'SELECT id FROM spear_records'", check=False)
         if found.code != 0:
             return ReadResult(id_=None, outs={})  # gone or down: `up` makes or starts it again
-        return ReadResult(id_=id_, outs={**props, "system_id": found.stdout.strip()})
+        return ReadResult(id_=id_, outs={**props, "system_id": found.stdout.strip(),
+                                         "records_id": records.stdout.strip() or None})
 
     def delete(self, _id: str, props: dict[str, Any]) -> None:
         # The keys, budgets and spend are the developers' records: a destroy stops the cluster
@@ -125,10 +140,29 @@ runuser -u postgres -- psql -p {port} -Atc 'SELECT system_identifier FROM pg_con
                      " 2>/dev/null; true")
 
 
+def _restore(dump: str | None, port: int) -> str:
+    """The script's part that loads `dump` into the database if it holds no table yet (a
+    database made anew); pg_restore reads it on stdin, since the dump is root's (0600)."""
+    if not dump:
+        return "restored="
+    q = shlex.quote(dump)
+    return f"""restored=
+tables=$(runuser -u postgres -- psql -p {port} -d {DATABASE} -Atc \
+  "SELECT count(*) FROM pg_tables WHERE schemaname = 'public'")
+if [ "$tables" = 0 ]; then
+  [ -f {q} ] || {{ echo "gateway.database.restoreFrom: there is no {q} on the gateway host" >&2; exit 1; }}
+  runuser -u postgres -- pg_restore -p {port} -d {DATABASE} --no-owner --role={ROLE} \
+    --exit-on-error < {q}
+  restored={q}
+fi"""
+
+
 class LocalDatabase(HostResource, module=tokens.DYNAMIC_MODULE,
                     name=tokens.GATEWAY_DATABASE.name):
     env_file: pulumi.Output[str]
     system_id: pulumi.Output[str]  # PostgreSQL's own id of the cluster: new when re-created
+    records_id: pulumi.Output[str]  # which records it holds: a restore keeps the dump's
+    restored: pulumi.Output[str]  # the dump it was made from, if any
 
     def __init__(self, name: str, args: LocalDatabaseArgs,
                  opts: pulumi.ResourceOptions | None = None) -> None:
@@ -136,7 +170,8 @@ class LocalDatabase(HostResource, module=tokens.DYNAMIC_MODULE,
             "connection": args.connection,
             "runtime_dir": args.runtime_dir,
             "port": args.port,
-        }, opts, outputs=("cluster", "database", "env_file", "system_id"))
+            "restore_from": args.restore_from,
+        }, opts, outputs=("cluster", "database", "env_file", "system_id", "records_id", "restored"))
 
 
 @dataclass

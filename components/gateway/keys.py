@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pulumi
-from pulumi.dynamic import DiffResult, ReadResult
+from pulumi.dynamic import ReadResult
 
 from components.hostops.host_resource import HostProvider, HostResource
 from components.hostops.kube_api import vantage
@@ -113,16 +113,11 @@ def _fields(props: dict[str, Any]) -> dict[str, Any]:
 
 class GatewayKeyProvider(HostProvider):
     replace_fields = ("key_alias", "database")
+    update_fields = (*UPDATABLE, "rotation", "rotation_grace")
+    delete_before_replace = True  # the old key goes before its replacement is made
 
     def resource_id(self, props: dict[str, Any]) -> str:
         return props["key_alias"]
-
-    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
-        replaces = [k for k in self.replace_fields if olds.get(k) != news.get(k)]
-        updates = [k for k in (*UPDATABLE, "rotation", "rotation_grace")
-                   if olds.get(k) != news.get(k)]
-        return DiffResult(changes=bool(replaces or updates), replaces=replaces,
-                          delete_before_replace=True)
 
     def apply(self, props: dict[str, Any], olds: dict[str, Any] | None) -> dict[str, Any]:
         api = KeyApi(props)

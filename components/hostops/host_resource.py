@@ -13,28 +13,49 @@ import pulumi
 from pulumi.dynamic import (CreateResult, DiffResult, ReadResult, Resource, ResourceProvider,
                             UpdateResult)
 
+from components.hostops import known_hosts
+from components.hostops.ssh import RemoteError
+
+
+# How a resource reaches its host: the SSH login with the key the host must present (`reach`
+# says it without secrets, for the reviewer), or a cluster's credentials.
+REACH_FIELDS = ("connection", "reach", "cluster")
+
 
 class HostProvider(ResourceProvider):
-    """Diffs on the inputs a subclass names; the SSH connection never forces a change.
+    """Diffs on the inputs a subclass names; the way in never changes the host.
 
     `replace_fields`: a change re-creates the resource (a new build, say);
-    `update_fields`: a change updates it in place (rewrite a file, restart a service).
+    `update_fields`: a change updates it in place (rewrite a file, restart a service);
+    `stale(olds)`: what a refresh found calls for an update with the same inputs.
+    A change of only the way in (REACH_FIELDS) is an update that records it and sends nothing:
+    refresh and destroy use the recorded one, and a re-keyed host refuses the old key.
     """
 
     replace_fields: tuple[str, ...] = ()
     update_fields: tuple[str, ...] = ()
+    delete_before_replace = False
+
+    def stale(self, olds: Mapping[str, Any]) -> bool:
+        return False
+
+    def _changed(self, olds: Mapping[str, Any], news: Mapping[str, Any]) -> tuple[list[str], bool]:
+        replaces = [k for k in self.replace_fields if olds.get(k) != news.get(k)]
+        work = bool(replaces or self.stale(olds)
+                    or any(olds.get(k) != news.get(k) for k in self.update_fields))
+        return replaces, work
 
     def diff(self, _id: str, olds: Mapping[str, Any], news: Mapping[str, Any]) -> DiffResult:
-        replaces = [k for k in self.replace_fields if olds.get(k) != news.get(k)]
-        updates = [k for k in self.update_fields if olds.get(k) != news.get(k)]
-        return DiffResult(
-            changes=bool(replaces or updates),
-            replaces=replaces,
-            delete_before_replace=False,
-        )
+        replaces, work = self._changed(olds, news)
+        # Only the ones it takes: another kind's output may share a name (the database's cluster).
+        reach = any(olds.get(k) != news[k] for k in REACH_FIELDS if k in news)
+        return DiffResult(changes=work or reach, replaces=replaces,
+                          delete_before_replace=self.delete_before_replace)
 
     def update(self, _id: str, olds: Mapping[str, Any], news: Mapping[str, Any]) -> UpdateResult:
-        return UpdateResult(outs=self.apply(dict(news), olds=dict(olds)))
+        if not self._changed(olds, news)[1]:
+            return UpdateResult(outs={**olds, **{k: news[k] for k in REACH_FIELDS if k in news}})
+        return UpdateResult(outs=self._applied(dict(news), dict(olds)))
 
     def apply(self, props: dict[str, Any], olds: dict[str, Any] | None) -> dict[str, Any]:
         """Makes the host match props (olds: the previous outputs on update); returns outputs."""
@@ -45,7 +66,16 @@ class HostProvider(ResourceProvider):
         raise NotImplementedError
 
     def create(self, props: Mapping[str, Any]) -> CreateResult:
-        return CreateResult(id_=self.resource_id(props), outs=self.apply(dict(props), olds=None))
+        return CreateResult(id_=self.resource_id(props), outs=self._applied(dict(props), None))
+
+    def _applied(self, props: dict[str, Any], olds: dict[str, Any] | None) -> dict[str, Any]:
+        # The engine prints an error's whole traceback; one the host explains (a failed command,
+        # a refused key, a lost connection, a server that does not answer) is raised from here,
+        # with its message and without the frames of spear-fleet and paramiko that led to it.
+        try:
+            return self.apply(props, olds=olds)
+        except (RemoteError, ConnectionError) as err:
+            raise err.with_traceback(None) from None
 
 
 class CheckProvider(HostProvider):
@@ -57,6 +87,15 @@ class CheckProvider(HostProvider):
 
     def delete(self, _id: str, props: dict[str, Any]) -> None:
         return None
+
+
+def _reach(connection: Mapping[str, Any] | None) -> str | None:
+    """The login and the host key a connection expects, without its secret (the private key)."""
+    if connection is None:
+        return None
+    key = known_hosts.parse(connection["host_key"]) if connection.get("host_key") else None
+    login = f"{connection.get('user') or ''}@{connection['host']}:{connection.get('port') or ''}"
+    return f"{login} host key {known_hosts.fingerprint(key) if key else 'from known_hosts'}"
 
 
 class HostResource(Resource):
@@ -79,9 +118,11 @@ class HostResource(Resource):
         # (API keys), so that state keeps them encrypted whatever form they arrive in.
         secret_outputs = pulumi.ResourceOptions(
             additional_secret_outputs=["connection", "cluster", *secret_inputs])
+        reach = {"reach": pulumi.Output.unsecret(pulumi.Output.from_input(
+            props["connection"]).apply(_reach))} if props.get("connection") is not None else {}
         super().__init__(
             provider,
             name,
-            {**props, **{out: None for out in outputs}},
+            {**props, **reach, **{out: None for out in outputs}},
             pulumi.ResourceOptions.merge(opts, secret_outputs),
         )

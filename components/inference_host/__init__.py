@@ -17,6 +17,7 @@ import pulumi
 
 from components.endpoints.proof import EndpointProofArgs, prove_endpoint
 from components.endpoints.reach import Reach
+from components.hostops.host_key import pinned_connection
 from components.hostops.remote_file import RemoteFile, RemoteFileArgs, content_digest
 from components.hostops.ssh import connection_input
 from components.hostops.systemd_unit import HealthCheck, SystemdUnit, SystemdUnitArgs
@@ -52,8 +53,10 @@ class InferenceHost(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
         cfg = args.config
         ssh, runtime, server = cfg.ssh, cfg.runtime_dir, cfg.server
-        connection = pulumi.Output.secret(
-            connection_input(ssh.host, ssh.port, ssh.user, args.private_key))
+        self.host_key, connection = pinned_connection(
+            name, pulumi.Output.secret(connection_input(ssh.host, ssh.port, ssh.user,
+                                                        args.private_key)),
+            f"{ssh.user}@{ssh.address}", ssh.host_key, child)
 
         self.build = LlamaServerBuild(f"{name}-llama-server", LlamaServerBuildArgs(
             connection=connection,
@@ -119,11 +122,12 @@ class InferenceHost(pulumi.ComponentResource):
             triggers={"started_at": self.unit.started_at},
         ), pulumi.ResourceOptions(parent=self, depends_on=[self.unit]))
 
-        self.reach = Reach(endpoint=name, ssh_host=ssh.host, ssh_port=ssh.port, ssh_user=ssh.user,
+        self.reach = Reach(endpoint=name, host_key=self.host_key.host_key, ssh_host=ssh.host, ssh_port=ssh.port, ssh_user=ssh.user,
                            private_key=args.private_key, address=server.host, port=server.port,
                            served_model=settings["SPEAR_SERVER_MODEL"])
 
         self.outputs: dict[str, Any] = {
+            "ssh_host_key": self.host_key.outputs(),
             "llama_server_version": self.build.version,
             "build_key": self.build.build_key,
             "model_path": self.model.model_path,

@@ -15,13 +15,14 @@ from typing import Any
 
 from config.checker import (API_URL_TEXT, DNS_LABEL, DNS_LABEL_TEXT, HOSTNAME, MISSING, NAME,
                             NAME_TEXT, USER, Checker, absolute_dir, api_url, get, ip_address)
-from config.schema.hosts import _private_key, ssh_key_entry
+from config.schema.hosts import _private_key, host_key, ssh_key_entry
 from config.schema.runpod import _api_key
 from config.types import (DATABASE_LOCATIONS, EXTERNAL_DATABASE, FLEET_UPSTREAM, FRONTIER_API_KEY,
                           GATEWAY_DATABASE_URL, GATEWAY_MASTER_KEY, LOCAL_DATABASE,
                           OFFLINE_ENGINE, QUERY_ENGINES, ApiKey, Gateway, GatewayCluster,
-                          GatewayDatabase, Hatch, PackageSource, Pricing, SshTarget)
-from spear.rules import image_pin_problem
+                          DatabaseBackupPlan, GatewayDatabase, Hatch, PackageSource, Pricing,
+                          SshTarget)
+from spear.rules import BACKUP_DUMP, BACKUP_DUMP_TEXT, image_pin_problem
 
 KEYS = ("gateway", GATEWAY_MASTER_KEY, FRONTIER_API_KEY, GATEWAY_DATABASE_URL)
 OBJECT_KEYS = ("gateway",)
@@ -136,7 +137,7 @@ def _secret(check: Checker, name: str, value: Any, required: bool) -> ApiKey | N
 
 def _ssh(check: Checker, name: str, value: Any, secret_key: Any) -> SshTarget | None:
     start = check.mark()
-    ssh = check.obj("gateway.ssh", value, ("host", "port", "user", "privateKeyPath"))
+    ssh = check.obj("gateway.ssh", value, ("host", "port", "user", "privateKeyPath", "hostKey"))
     if ssh is None:
         return None
     host = check.pattern("gateway.ssh.host", get(ssh, "host"), HOSTNAME,
@@ -144,9 +145,10 @@ def _ssh(check: Checker, name: str, value: Any, secret_key: Any) -> SshTarget | 
     port = check.port("gateway.ssh.port", get(ssh, "port"), 22)
     user = check.pattern("gateway.ssh.user", get(ssh, "user"), USER, "a user name", default="root")
     key = _private_key(check, name, get(ssh, "privateKeyPath"), secret_key, owner="gateway")
+    pinned = host_key(check, "gateway.ssh.hostKey", get(ssh, "hostKey"))
     if not check.clean_since(start):
         return None
-    return SshTarget(host, port, user, key)
+    return SshTarget(host, port, user, key, host_key=pinned)
 
 
 def _cluster(check: Checker, value: Any) -> GatewayCluster | None:
@@ -199,8 +201,8 @@ def _litellm(check: Checker, value: Any) -> tuple[str | None, PackageSource | No
 
 def _database(check: Checker, value: Any, has_url: bool, in_cluster: bool
               ) -> GatewayDatabase | None:
-    database = check.obj("gateway.database", value, ("location", "port", "queryEngine"),
-                         required=False)
+    database = check.obj("gateway.database", value,
+                         ("location", "port", "queryEngine", "backup", "restoreFrom"), required=False)
     if database is None:
         return None
     location = check.choice("gateway.database.location", get(database, "location"),
@@ -221,9 +223,43 @@ def _database(check: Checker, value: Any, has_url: bool, in_cluster: bool
     if location == LOCAL_DATABASE and has_url:
         check.report(GATEWAY_DATABASE_URL, "a database URL with a local database",
                      "no gatewayDatabaseUrl, or gateway.database.location external")
+    backup = _backup(check, get(database, "backup"), location)
+    restore_from = None
+    if get(database, "restoreFrom") is not MISSING:
+        restore_from = check.pattern("gateway.database.restoreFrom", get(database, "restoreFrom"),
+                                     BACKUP_DUMP, BACKUP_DUMP_TEXT)
+        if backup is None and location == LOCAL_DATABASE:
+            check.report("gateway.database.restoreFrom", "a dump without gateway.database.backup",
+                         "a dump in gateway.database.backup.folder (declare the backup)")
     if None in (location, port, engine):
         return None
-    return GatewayDatabase(location, port, engine)
+    return GatewayDatabase(location=location, port=port, query_engine=engine, backup=backup,
+                           restore_from=restore_from)
+
+
+# A systemd calendar expression's characters; the gateway host's systemd checks the rest.
+_CALENDAR = re.compile(r"[A-Za-z0-9*:,./~ -]{1,100}")
+
+
+def _backup(check: Checker, value: Any, location: str | None) -> DatabaseBackupPlan | None:
+    if value is MISSING:
+        return None
+    backup = check.obj("gateway.database.backup", value, ("folder", "onCalendar", "keep"))
+    if backup is None:
+        return None
+    if location == EXTERNAL_DATABASE:
+        check.fail("gateway.database.backup", "a backup of an external database",
+                   "no backup with gateway.database.location external (back it up where it runs)")
+        return None
+    folder = check.text("gateway.database.backup.folder", get(backup, "folder"), absolute_dir,
+                        "an absolute folder on the gateway host that outlives it (a mounted volume)")
+    on_calendar = check.pattern("gateway.database.backup.onCalendar", get(backup, "onCalendar"),
+                                _CALENDAR, "a systemd calendar expression, e.g. daily or"
+                                " *-*-* 03:00:00", default="daily")
+    keep = check.integer("gateway.database.backup.keep", get(backup, "keep"), 1, 365, default=7)
+    if None in (folder, on_calendar, keep):
+        return None
+    return DatabaseBackupPlan(folder=folder, on_calendar=on_calendar, keep=keep)
 
 
 def _coder(check: Checker, value: Any, endpoint_names: Collection[str],

@@ -20,7 +20,7 @@ from config.checker import (FILE_NAME, FILE_NAME_TEXT, HOSTNAME, LOCATION_TEXT, 
 from config.types import (PORT, PROFILE_CMAKE_FLAGS, ArchiveSource, Backend, GitSource,
                           InferenceHost, InlineKey, KeyFile, LlamaCpp, Model, Server, Shard,
                           SshTarget)
-from spear.rules import COMMIT, COMMIT_TEXT
+from spear.rules import COMMIT, COMMIT_TEXT, HOST_KEY_TEXT, host_key_normal
 
 KEYS = ("inferenceHosts", "sshPrivateKeys")
 
@@ -110,7 +110,7 @@ def _backend(check: Checker, key: str, value: Any,
 def _ssh(check: Checker, name: str, value: Any, secret_key: Any) -> SshTarget | None:
     start = check.mark()
     key = f"inferenceHosts.{name}.ssh"
-    ssh = check.obj(key, value, ("host", "port", "user", "privateKeyPath"))
+    ssh = check.obj(key, value, ("host", "port", "user", "privateKeyPath", "hostKey"))
     if ssh is None:
         return None
     host = check.pattern(f"{key}.host", get(ssh, "host"), HOSTNAME,
@@ -118,9 +118,17 @@ def _ssh(check: Checker, name: str, value: Any, secret_key: Any) -> SshTarget | 
     port = check.port(f"{key}.port", get(ssh, "port"), 22)
     user = check.pattern(f"{key}.user", get(ssh, "user"), USER, "a user name", default="root")
     private_key = _private_key(check, name, get(ssh, "privateKeyPath"), secret_key)
+    pinned = host_key(check, f"{key}.hostKey", get(ssh, "hostKey"))
     if not check.clean_since(start):
         return None
-    return SshTarget(host, port, user, private_key)
+    return SshTarget(host, port, user, private_key, host_key=pinned)
+
+
+def host_key(check: Checker, key: str, value: Any) -> str | None:
+    """ssh.hostKey: the key the host must present, normalised; None when left out."""
+    if value is MISSING:
+        return None
+    return check.text(key, value, host_key_normal, HOST_KEY_TEXT)
 
 
 def _private_key(check: Checker, name: str, path: Any, secret: Any,

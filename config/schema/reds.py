@@ -15,7 +15,7 @@ from collections.abc import Collection, Mapping
 from typing import Any
 
 from config.checker import HOSTNAME, MISSING, USER, Checker, get
-from config.schema.hosts import _backend, _private_key, ssh_key_entry
+from config.schema.hosts import _backend, _private_key, host_key, ssh_key_entry
 from config.types import Backend, InferenceHost, RedsEndpoint, RedsSsh
 
 KEYS = ("redsEndpoints",)
@@ -24,7 +24,7 @@ DEFAULT_PORT = 8010  # SPEAR_SERVER_PORT on the REDS host in the seed's profile
 LOOPBACK = "127.0.0.1"  # where a hand-run server listens: clients reach it through the tunnel
 
 _ENDPOINT_KEYS = ("inferenceHost", "ssh", "port", "modelId", "backend")
-_SSH_KEYS = ("host", "port", "user", "privateKeyPath")
+_SSH_KEYS = ("host", "port", "user", "privateKeyPath", "hostKey")
 # An id as /v1/models lists it (a name, a Hugging Face id, a model path): one printable word.
 _MODEL_ID = re.compile(r"[!-~]{1,256}")
 _ONE_OF = ("exactly one of inferenceHost (a name in inferenceHosts: the server this stack"
@@ -101,7 +101,7 @@ def _managed(check: Checker, name: str, endpoint: dict, host_name: Any, secret_k
     host = inference_hosts.get(host_name)
     if host is None:  # the host has problems of its own, reported already
         return None
-    login = RedsSsh(host.ssh.host, host.ssh.port, host.ssh.user, host.ssh.key)
+    login = RedsSsh(host.ssh.host, host.ssh.port, host.ssh.user, host.ssh.key, host.ssh.host_key)
     return login, host.server.host, host.server.port
 
 
@@ -125,5 +125,6 @@ def _by_hand(check: Checker, name: str, endpoint: dict, value: Any, secret_key: 
         user=None if user is MISSING else check.pattern(f"{key}.user", user, USER, "a user name"),
         key=None if path is MISSING and secret_key is MISSING else _private_key(
             check, name, path, secret_key, owner=f"redsEndpoints.{name}"),
+        host_key=host_key(check, f"{key}.hostKey", get(ssh, "hostKey")),
     )
     return login, LOOPBACK, port

@@ -30,8 +30,7 @@ ALL_PROBES = ["model-list", "completion", "tool-call"]
 def connection() -> Iterator[dict]:
     # fresh=False: a later run reuses the extracted root filesystem (sshd is all this host needs).
     info = start_host(HOST, SSH_PORT, fresh=False)
-    yield {"host": info.ssh_host, "port": info.ssh_port, "user": info.user,
-           "private_key": info.private_key_path.read_text()}
+    yield info.connection()
     stop_host(HOST)
 
 

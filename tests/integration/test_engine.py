@@ -13,7 +13,7 @@ import subprocess
 import pytest
 
 from components.hostops.ssh import Session
-from localhosts.host import start_host, stop_host
+from localhosts.host import host_key, start_host, stop_host
 from tests.support.engine import Project, engine_env, repo_stack
 
 
@@ -29,7 +29,8 @@ from components.hostops.ssh import connection_input
 
 config = pulumi.Config()
 key = pulumi.Output.secret(open(config.require("keyFile")).read())
-conn = pulumi.Output.secret(connection_input("127.0.0.1", {SSH_PORT}, "root", key))
+conn = pulumi.Output.secret(connection_input("127.0.0.1", {SSH_PORT}, "root", key,
+                                            host_key=config.require("hostKey")))
 f = RemoteFile("check", RemoteFileArgs(
     connection=conn, path="{PATH_ON_HOST}", content=config.require("content")))
 pulumi.export("digest", f.digest)
@@ -63,6 +64,7 @@ def test_preview_up_update_destroy_on_a_real_host(env, host, tmp_path):
     project.pulumi("stack", "init", STACK)
     project.pulumi("config", "set", "--stack", STACK, "keyFile", str(host.private_key_path))
     project.pulumi("config", "set", "--stack", STACK, "content", "first\n")
+    project.pulumi("config", "set", "--stack", STACK, "hostKey", host_key(HOST))
 
     preview = project.preview(STACK)
     assert preview["changeSummary"] == {"create": 2}
@@ -73,8 +75,7 @@ def test_preview_up_update_destroy_on_a_real_host(env, host, tmp_path):
     assert update.ops() == {"check": "create", f"spear-fleet-{STACK}": "create"}
     outputs = project.outputs(STACK)
     assert outputs["digest"] == hashlib.sha256(b"first\n").hexdigest()
-    connection = {"host": "127.0.0.1", "port": SSH_PORT, "user": "root",
-                  "private_key": host.private_key_path.read_text()}
+    connection = host.connection()
     with Session(connection) as ssh:
         assert ssh.read(PATH_ON_HOST) == "first\n"
 
@@ -109,10 +110,11 @@ def test_prod_previews_without_its_hosts_and_never_shows_the_key(tmp_path):
     assert not re.search(r"^\s*error:", shown.stdout + shown.stderr, re.MULTILINE | re.IGNORECASE)
     assert "connection" in shown.stdout and "[secret]" in shown.stdout
     preview = project.preview("prod")
-    # The inference host's 9 (stack, component, 7 parts) and the vLLM fleet's 16 (component,
-    # provider, 14 objects, its dashboard and the Prometheus Operator's rule and pod monitor
-    # among them): the fleet previews although k8s.prod.internal does not resolve here.
-    assert preview["changeSummary"] == {"create": 25}
+    # The inference host's 10 (stack, component, 8 parts, its host key's record among them) and
+    # the vLLM fleet's 16 (component, provider, 14 objects, its dashboard and the Prometheus
+    # Operator's rule and pod monitor among them): the fleet previews although k8s.prod.internal
+    # does not resolve here.
+    assert preview["changeSummary"] == {"create": 26}
     kinds = {step["urn"].rsplit("::", 1)[1]: step["urn"].split("::")[-2].rsplit("$", 1)[-1]
              for step in preview["steps"]}
     assert kinds["vllm-stable"] == "kubernetes:apps/v1:Deployment"

@@ -53,8 +53,7 @@ def repo(tmp_path_factory):
 @pytest.fixture(scope="module")
 def connection(repo):
     info = start_host(HOST, SSH_PORT, binds=[(str(repo[0]), "/srv/repo")])
-    yield {"host": info.ssh_host, "port": info.ssh_port, "user": info.user,
-           "private_key": info.private_key_path.read_text()}
+    yield info.connection()
     stop_host(HOST)
 
 

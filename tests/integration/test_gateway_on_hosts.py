@@ -3,8 +3,9 @@ local systemd gateway host, `coder` routed through a tunnel unit to a real llama
 the scripted tiny model on a second host, one virtual key per developer.
 
 The scenario tests form one stack and run in file order: each starts from the state the previous
-one left. Three proxy starts in all (first up; one change that moves a budget, revokes a
-developer and changes a setting; the LiteLLM upgrade): each costs 40-70 s on 2 cores.
+one left. Four proxy starts in all (first up; one change that moves a budget, revokes a
+developer and changes a setting; the LiteLLM upgrade; the gateway host re-created from nothing
+and its database restored from a backup): each costs 40-70 s on 2 cores.
 """
 
 from __future__ import annotations
@@ -37,9 +38,16 @@ SMOKE = f"end_turn | {SMOKE_ANSWER} | ()"
 
 
 @pytest.fixture(scope="module")
-def hosts():
+def backups(tmp_path_factory):
+    """The folder of this machine the gateway host's database backups go to."""
+    return tmp_path_factory.mktemp("gateway-backups")
+
+
+@pytest.fixture(scope="module")
+def hosts(backups):
     inference = local_stack.start("it-gw-llama", INFERENCE_SSH, fresh=True)
-    gateway = local_stack.start_gateway("it-gw", GATEWAY_SSH, versions=(UPGRADE,), fresh=True)
+    gateway = local_stack.start_gateway("it-gw", GATEWAY_SSH, versions=(UPGRADE,), fresh=True,
+                                        backups=backups)
     yield {"inference": inference, "gateway": gateway}
     local_stack.stop("it-gw-llama")
     local_stack.stop("it-gw")
@@ -114,8 +122,7 @@ def recorded_spend(key: str, timeout: float = 120) -> float:
 
 def gateway_session(hosts) -> Session:
     info = hosts["gateway"]
-    return Session({"host": info.ssh_host, "port": info.ssh_port, "user": info.user,
-                    "private_key": info.private_key_path.read_text()})
+    return Session(info.connection())
 
 
 def test_up_brings_the_gateway_up_with_a_working_key_for_every_developer(project, hosts):
@@ -299,6 +306,53 @@ def test_a_litellm_upgrade_reinstalls_applies_only_new_migrations_and_keeps_the_
     bob = project.outputs(STACK)["harnesses"]["bob"]["qwen-code"]["env"]["OPENAI_API_KEY"]
     # Still 429 over budget on 1.108 (LiteLLM's own default became 422).
     assert chat(bob, max_tokens=20000)[0] == 429
+
+
+def key_spend(key: str) -> float:
+    return call(f"/key/info?key={key}", None, bearer(MASTER_KEY), method="GET")[1]["info"]["spend"]
+
+
+def test_the_first_up_took_a_backup_and_the_timer_takes_the_next(project, hosts, backups):
+    backup = project.outputs(STACK)["gateway"]["database_backup"]
+    assert (backups / backup["first_dump"]).stat().st_mode & 0o777 == 0o600
+    with gateway_session(hosts) as ssh:
+        assert ssh.run("systemctl is-enabled spear-gateway-backup.timer").stdout.strip() == "enabled"
+        ssh.run("systemctl start spear-gateway-backup.service")  # what the timer starts
+    time.sleep(1)  # dumps are named by the second
+    with gateway_session(hosts) as ssh:
+        ssh.run("systemctl start spear-gateway-backup.service")
+    assert len(list(backups.glob("litellm-*.dump"))) == 3
+
+
+def test_a_lost_gateway_host_comes_back_from_its_backup_with_every_key_and_its_spend(
+        project, hosts, backups):
+    harnesses = project.outputs(STACK)["harnesses"]
+    keys = {dev: harnesses[dev]["qwen-code"]["env"]["OPENAI_API_KEY"] for dev in ("ana", "bob")}
+    time.sleep(1)  # dumps are named by the second
+    with gateway_session(hosts) as ssh:
+        # The spend the database holds (LiteLLM writes it in batches), and the dump of it.
+        dumped = ssh.run(f"cd / && runuser -u postgres -- psql -p {DATABASE_PORT} -d litellm -At -F ="
+                         """ -c 'SELECT key_alias, spend FROM "LiteLLM_VerificationToken"'"""
+                         " && systemctl start spear-gateway-backup.service").stdout
+    spend = {alias: float(value) for alias, value in
+             (line.split("=") for line in dumped.split()) if alias in keys}
+    assert spend["bob"] > 0
+    dump = sorted(p.name for p in backups.glob("litellm-*.dump"))[-1]
+    # The disk is lost: the host is made again from nothing; its backups folder is elsewhere.
+    local_stack.stop("it-gw")
+    hosts["gateway"] = local_stack.start_gateway("it-gw", GATEWAY_SSH, versions=(UPGRADE,),
+                                                 fresh=True, backups=backups)
+    project.set_config(STACK, "gateway.database.restoreFrom", dump)
+    update = project.up(STACK, "--refresh")
+    assert update.ok, update.output[-8000:]
+    ops = update.ops()
+    assert ops["gateway-postgresql"] == "create"
+    assert {ops[name] for name in ops if name.startswith("gateway-key-")} == {"same"}  # kept
+    assert project.outputs(STACK)["gateway"]["database_backup"]["restored"] == f"/var/backups/spear-gateway/{dump}"
+    assert {dev: key_spend(key) for dev, key in keys.items()} == spend
+    assert chat(keys["ana"])[0] == 200
+    assert chat(keys["bob"], max_tokens=20000)[0] == 429  # its budget still spent
+    assert project.up(STACK).changes().keys() == {"same"}
 
 
 def test_destroy_removes_the_gateway_units_and_keys(project, hosts):

@@ -11,7 +11,9 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import subprocess
 import tarfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -19,9 +21,12 @@ import pytest
 import yaml
 
 from spear.smoke import EXPECTED_TEXT
+from components.hostops.known_hosts import fingerprint
 from components.hostops.ssh import Session
 from spear.review import overall, parts
 from localhosts import llama_source, local_stack, tiny_model
+from localhosts.host import renew_host_key
+from tests.support import faults
 from tests.support.engine import Project, engine_env
 from tests.support.stack_files import local_inference_hosts
 
@@ -44,8 +49,7 @@ def host():
 
 @pytest.fixture(scope="module")
 def ssh(host):
-    connection = {"host": host.ssh_host, "port": host.ssh_port, "user": host.user,
-                  "private_key": host.private_key_path.read_text()}
+    connection = host.connection()
     with Session(connection) as session:
         yield session
 
@@ -78,10 +82,10 @@ def build_marker(ssh: Session, key: str) -> str:
 
 def test_up_on_a_fresh_host_serves_and_passes_the_smoke_test(project, ssh):
     preview = project.preview(STACK)
-    assert preview["changeSummary"] == {"create": 9}
+    assert preview["changeSummary"] == {"create": 10}
     update = project.up(STACK)
     assert update.ok, update.output
-    assert update.changes() == {"create": 9}
+    assert update.changes() == {"create": 10}
     out = host_outputs(project)
     assert out["smoke_test"] == SMOKE
     assert out["cgroup"] == f"0::/system.slice/{UNIT}"
@@ -108,7 +112,7 @@ def test_a_second_up_changes_nothing(project):
     assert review(project)[0] == "no changes"
     update = project.up(STACK)
     assert update.ok, update.output
-    assert update.changes() == {"same": 9}
+    assert update.changes() == {"same": 10}
 
 
 def test_the_ssh_key_is_secret_in_state(project, host):
@@ -323,9 +327,99 @@ def test_a_template_without_tool_calls_fails_the_update_with_the_parser_trap(pro
     assert host_outputs(project)["smoke_test"] == SMOKE
 
 
-def test_destroy_leaves_no_unit_behind(project, ssh):
+def restart_with_fault(project: Project, ctx_size: int, fault) -> subprocess.Popen:
+    """Starts an `up` that restarts the server (a new context size) and, once the unit runs its
+    new process, injects `fault` into it; returns the `up`."""
+    before = faults.main_pid(HOST, UNIT)
+    project.set_config(STACK, "inferenceHosts.local.server.ctxSize", ctx_size)
+    update = project.start_up(STACK)
+    faults.wait_for_restart(HOST, UNIT, before)
+    fault(update)
+    return update
+
+
+def cut_ssh_until_done(update: subprocess.Popen) -> None:
+    # Every session of the restart's window is cut: the unit's health wait, and whatever the
+    # update starts next, as a network that stays down a while would.
+    deadline = time.monotonic() + 20
+    while update.poll() is None and time.monotonic() < deadline:
+        faults.cut_ssh(HOST)
+        time.sleep(0.3)
+
+
+def converges(project: Project, ctx_size: int, host) -> None:
+    """The next `up --refresh` finishes the change: the server serves it, nothing is left in
+    flight, and no secret is on disk in plain text."""
+    converged = project.up(STACK, "--refresh")
+    assert converged.ok, converged.output[-4000:]
+    assert project.pending_operations(STACK) == []
+    assert f"--ctx-size\n{ctx_size}" in "\n".join(host_outputs(project)["command_line"])
+    assert host_outputs(project)["smoke_test"] == SMOKE
+    assert review(project)[0] == "no changes"
+    key_line = host.private_key_path.read_text().splitlines()[1]
+    assert not [f for f in project.state.rglob("*") if f.is_file() and key_line in f.read_text(errors="replace")]
+    with Session(host.connection()) as ssh:
+        assert ssh.run("find /opt/spear -name '*.spear-tmp'").stdout == ""  # no half-written file
+
+
+def test_an_ssh_connection_cut_while_the_server_restarts_fails_plainly_and_the_next_up_converges(
+        project, host):
+    update = restart_with_fault(project, 448, cut_ssh_until_done)
+    output, _ = update.communicate(timeout=900)
+    assert update.returncode != 0, output[-4000:]
+    assert "was lost while" in output and "`pulumi up --refresh`" in output, output[-4000:]
+    assert "paramiko" not in output, output[-4000:]  # the reason, not paramiko's frames
+    converges(project, 448, host)
+
+
+def test_an_up_killed_mid_update_leaves_its_lock_which_pulumi_cancel_clears(project, host):
+    restart_with_fault(project, 320, faults.kill_engine)
+    in_flight = project.pending_operations(STACK)
+    assert project.urn(STACK, "local-unit") in [op["resource"]["urn"] for op in in_flight], in_flight
+    # Nothing tells the backend that the update died: its lock stays, naming it, until cleared.
+    locked = project.pulumi("up", "--stack", STACK, "--yes", "--refresh", check=False)
+    assert locked.returncode != 0, locked.stdout[-3000:]
+    assert "the stack is currently locked by 1 lock(s)" in locked.stdout + locked.stderr
+    project.pulumi("cancel", "--stack", STACK, "--yes")
+    converges(project, 320, host)
+
+
+def test_a_host_presenting_another_key_is_refused_before_anything_is_sent(project, host):
+    # The same host with a new identity: as if re-created, or someone else on its address.
+    recorded = host_outputs(project)["ssh_host_key"]
+    assert recorded["trusted"] == "first use"
+    renew_host_key(HOST)
+    local_stack.stop(HOST)
+    local_stack.start(HOST, SSH_PORT, fresh=False)  # its disk as it was: only the key is new
+    presented = Session(host.connection()).host_key
+    refused = project.up(STACK, "--refresh")  # the refresh is the first to connect
+    assert not refused.ok
+    assert (f"expected {recorded['fingerprint']}, presented {fingerprint(presented)};"
+            " nothing was sent") in refused.output, refused.output[-3000:]
+    # Trusting the new key is a reviewed step: the record made again, and every other part of
+    # the host only records the new way in (nothing is sent); refresh and destroy then use it.
+    record = project.urn(STACK, "local-host-key")
+    reviewed = {p.resource: p.change for p in parts(project.preview(STACK, "--replace", record))}
+    assert reviewed.pop("local-host-key") == "replace"
+    # The checks keyed on the server's start time cannot know it before the unit's update (which
+    # only records the new way in), so the preview lists them as checked again.
+    assert {reviewed.pop(check) for check in ("local-verification", "local-smoke-test")} == {
+        "config only (restart)"}
+    assert set(reviewed.values()) == {"new way in"}, reviewed
+    serving = faults.main_pid(HOST, UNIT)
+    trusted = project.up(STACK, "--replace", record)
+    assert trusted.ok, trusted.output[-4000:]
+    assert faults.main_pid(HOST, UNIT) == serving  # nothing restarted: nothing was sent
+    assert host_outputs(project)["ssh_host_key"]["fingerprint"] == fingerprint(presented)
+    assert host_outputs(project)["smoke_test"] == SMOKE
+    assert project.refresh(STACK).ok
+    assert review(project)[0] == "no changes"
+
+
+def test_destroy_leaves_no_unit_behind(project, host):
     update = project.destroy(STACK)
     assert update.ok, update.output
+    ssh = Session(host.connection())  # the host was restarted since the module's session
     assert ssh.run(f"test -e /etc/systemd/system/{UNIT}", check=False).code != 0
     listed = ssh.run(f"systemctl list-unit-files {UNIT} --no-legend", check=False)
     assert listed.code != 0 and listed.stdout.strip() == ""  # exits 1: no such unit file

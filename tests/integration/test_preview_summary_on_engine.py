@@ -43,6 +43,8 @@ STAND_IN_OUTPUTS = {
                                      "served_model_ids": [Q8_MODEL]},
     "SmokeTestProvider": {"stop_reason": "end_turn", "text": "SPEAR-BACKEND-OK", "tool_calls": [],
                    "summary": "end_turn | SPEAR-BACKEND-OK | ()"},
+    "HostKeyProvider": {"host_key": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGNVbnvkJrOeCuCWYuuuT8Gyv4yNSDyEdZTjNILxnjKQ",
+                        "fingerprint": "ssh-ed25519 SHA256:stand-in", "trusted": "first use"},
 }
 HOST_STAND_IN = f'''
 
@@ -98,7 +100,7 @@ def summarized(project: Project) -> tuple[PackPreview, str]:
 
 def test_unchanged_prod_reads_as_no_changes(deployed_prod):
     run, text = summarized(deployed_prod)
-    assert run.preview["changeSummary"] == {"same": 9}
+    assert run.preview["changeSummary"] == {"same": 10}
     assert text.startswith("### `prod`: no changes\n")
     for part in ("llama-server build", "model files", "serve.sh", "server.conf",
                  "spear-inference.service", "smoke test"):

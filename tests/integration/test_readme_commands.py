@@ -25,6 +25,7 @@ from components.hostops.ssh import wait_until
 from components.vllm_fleet import alerts
 from localhosts import local_stack
 from localhosts.host import host_status
+from spear.cache import cache_dir
 from tests.support.engine import REPO
 from tests.support.prometheus import Prometheus
 
@@ -42,6 +43,10 @@ LAST_LINES = [
     re.escape("hatch: refused over 20 USD a month, alert at 15 USD; set the monthly spend limit of"
               " frontierApiKey's account at https://api.anthropic.com to 20 USD (it cannot be set"
               " from here)"),
+    # The first dump, taken by the first `up`, into a folder a fresh gateway host keeps.
+    re.escape("gateway database backups: ") + r"[1-7] in /var/backups/spear-gateway \("
+    + re.escape(str(cache_dir() / "hosts" / "gateway-backups")) + r" on this machine\), the first"
+    r" litellm-[0-9]{8}T[0-9]{6}Z\.dump",
     re.escape("vLLM fleet (local cluster, namespace vllm): stable"
               " localhost/spear-fleet/vllm-standin:v0.24.0 revision da6e2ed, 2/2 ready"),
     re.escape("Prometheus (the fleet's and the gateway's metrics, the alert rules):"

@@ -58,8 +58,7 @@ def host() -> Iterator[HostInfo]:
 
 
 def session(info: HostInfo) -> Session:
-    return Session({"host": info.ssh_host, "port": info.ssh_port, "user": info.user,
-                    "private_key": info.private_key_path.read_text()})
+    return Session(info.connection())
 
 
 @pytest.fixture(scope="module")
@@ -165,8 +164,8 @@ def test_refresh_notices_a_stopped_server_and_up_checks_it_again(project, ssh):
     update = project.up(STACK)
     assert update.ok, update.output[-6000:]
     assert {name: op for name, op in update.ops().items() if name.startswith(f"{ENDPOINT}-")} == {
-        f"{ENDPOINT}-check": "update", f"{ENDPOINT}-verification": "update",
-        f"{ENDPOINT}-smoke-test": "update"}
+        f"{ENDPOINT}-host-key": "same", f"{ENDPOINT}-check": "update",
+        f"{ENDPOINT}-verification": "update", f"{ENDPOINT}-smoke-test": "update"}
     assert endpoint_outputs(project)["smoke_test"] == SMOKE
 
 

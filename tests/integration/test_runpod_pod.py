@@ -90,7 +90,7 @@ def pod_outputs(project: Project) -> dict[str, Any]:
 
 def ssh(out: dict[str, Any], pod_key: Path) -> Session:
     return Session({"host": out["ssh_host"], "port": out["ssh_port"], "user": "root",
-                    "private_key": pod_key.read_text()})
+                    "private_key": pod_key.read_text(), "host_key": out["ssh_host_key"]["key"]})
 
 
 def chat(out: dict[str, Any], pod_key: Path) -> str:
@@ -121,8 +121,8 @@ def test_up_creates_the_pod_starts_vllm_and_a_chat_completion_answers_through_ss
     update = project.up(STACK)
     assert update.ok, update.output
     assert {name: op for name, op in update.ops().items() if name.startswith(POD)} == {
-        "gpu": "create", "gpu-pod": "create", "gpu-vllm": "create", "gpu-verification": "create",
-        "gpu-smoke-test": "create"}
+        "gpu": "create", "gpu-pod": "create", "gpu-host-key": "create", "gpu-vllm": "create",
+        "gpu-verification": "create", "gpu-smoke-test": "create"}
     out = pod_outputs(project)
     assert out["verified"] == [MODEL_LIST, COMPLETION, TOOL_CALL]
     assert out["smoke_test"] == SMOKE

@@ -70,7 +70,7 @@ def test_a_port_clash_between_the_hosts_is_refused_before_anything_is_registered
 
 def test_both_hosts_come_up_serving_and_pass_the_smoke_test(project, hosts):
     preview = project.preview(STACK)
-    assert preview["changeSummary"] == {"create": 17}  # the stack, and per host its component and 7 resources
+    assert preview["changeSummary"] == {"create": 19}  # the stack, and per host its component and 8 resources
     update = project.up(STACK)
     assert update.ok, update.output[-6000:]
     outputs = project.outputs(STACK)["inference_hosts"]
@@ -80,8 +80,7 @@ def test_both_hosts_come_up_serving_and_pass_the_smoke_test(project, hosts):
         assert outputs[name]["cgroup"] == f"0::/system.slice/{INFERENCE_UNIT}"
         # The same facts on each host: its own unit answers on its own port.
         info = hosts[name]
-        connection = {"host": info.ssh_host, "port": info.ssh_port, "user": info.user,
-                      "private_key": info.private_key_path.read_text()}
+        connection = info.connection()
         with Session(connection) as ssh:
             assert ssh.run(f"systemctl is-active {INFERENCE_UNIT}").stdout.strip() == "active"
             status, _ = ssh.http(spec["server_port"], "GET", "/health")
@@ -93,13 +92,12 @@ def test_both_hosts_come_up_serving_and_pass_the_smoke_test(project, hosts):
 def test_a_second_up_of_the_pair_changes_nothing(project):
     update = project.up(STACK)
     assert update.ok, update.output[-4000:]
-    assert update.changes() == {"same": 17}
+    assert update.changes() == {"same": 19}
 
 
 def test_destroying_the_pair_removes_both_units(project, hosts):
     assert project.destroy(STACK).ok
     for info in hosts.values():
-        connection = {"host": info.ssh_host, "port": info.ssh_port, "user": info.user,
-                      "private_key": info.private_key_path.read_text()}
+        connection = info.connection()
         with Session(connection) as ssh:
             assert ssh.run(f"test -e /etc/systemd/system/{INFERENCE_UNIT}", check=False).code != 0

@@ -143,6 +143,17 @@ class Project:
     def up(self, stack: str, *extra: str) -> Update:
         return self._with_events("up", stack, *extra)
 
+    def start_up(self, stack: str, *extra: str) -> subprocess.Popen:
+        """`pulumi up` left running (in its own process group, for tests that kill it)."""
+        return subprocess.Popen(["pulumi", "up", "--stack", stack, "--yes", "--skip-preview",
+                                 "--non-interactive", *extra], cwd=self.dir, env=self.env,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                start_new_session=True)
+
+    def pending_operations(self, stack: str) -> list[dict[str, Any]]:
+        """What the state says an interrupted update left in flight."""
+        return json.loads(self.state_text(stack))["deployment"].get("pending_operations") or []
+
     def refresh(self, stack: str, *extra: str) -> Update:
         return self._with_events("refresh", stack, *extra)
 
@@ -155,6 +166,12 @@ class Project:
 
     def state_text(self, stack: str) -> str:
         return self.pulumi("stack", "export", "--stack", stack).stdout
+
+    def urn(self, stack: str, name: str) -> str:
+        """The URN of the stack's resource named `name` (for `up --replace`)."""
+        resources = json.loads(self.state_text(stack))["deployment"]["resources"]
+        [urn] = [r["urn"] for r in resources if r["urn"].endswith(f"::{name}")]
+        return urn
 
 
 # The project's own program (as fleet_main.py) with the stack's inference hosts left out: the

@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from tests.support.processes import stop
+from localhosts.processes import stop
 
 READY_WITHIN = 30.0
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from localhosts.llama_build import local_stack_llama_server
-from tests.support.processes import stop
+from localhosts.processes import stop
 
 # As the local stack runs it (a q8_0 KV cache needs flash attention on the CPU build).
 SERVER_FLAGS = ("--ctx-size", "512", "--cache-type-k", "q8_0", "--cache-type-v", "q8_0",

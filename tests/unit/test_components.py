@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from components.gateway.database import LocalDatabaseProvider
 from components.inference_host import llama_server_build
 from components.inference_host.llama_server_build import (BUILD_SCRIPT, LlamaServerBuildProvider,
                                                           build_key)
@@ -69,8 +70,20 @@ def test_a_new_pin_or_build_script_replaces_the_build_and_nothing_else_does():
     edited = BUILD_SCRIPT.read_text() + "# one more line\n"
     new_script = build_props(build_script=edited, build_key=build_key(GIT, FLAGS, edited))
     assert provider.diff("id", olds, new_script).replaces == ["build_key"]
-    new_key = build_props(connection={"host": "h", "private_key": "rotated"})
-    assert provider.diff("id", olds, new_key).changes is False
+
+
+def test_a_new_way_in_is_recorded_without_touching_the_host():
+    # A re-keyed host or a rotated login: the update records it, so that refresh and destroy
+    # use it; nothing is applied (apply would rebuild, and fails loudly here if called).
+    provider = LlamaServerBuildProvider()
+    provider.apply = None
+    olds = {**build_props(), "binary": "/opt/spear/llama.cpp/current/llama-server"}
+    news = build_props(connection={"host": "h", "private_key": "rotated", "host_key": "k2"},
+                       reach="@h: host key ssh-ed25519 SHA256:new")
+    diff = provider.diff("id", olds, news)
+    assert diff.changes and not diff.replaces
+    outs = provider.update("id", olds, news).outs
+    assert outs == {**olds, "connection": news["connection"], "reach": news["reach"]}
 
 
 def test_a_manifest_change_updates_the_model_in_place():
@@ -309,3 +322,10 @@ def test_http_answers_through_a_channel_are_read_plain_and_chunked():
     assert _over_a_channel(chunked)[::2] == (503, b"loading")
     with pytest.raises(http.client.HTTPException):
         _over_a_channel(b"SSH-2.0-OpenSSH\r\n")
+
+
+def test_an_output_named_like_a_way_in_is_not_taken_for_one():
+    # The database's `cluster` output (its PostgreSQL cluster) is no cluster credential.
+    inputs = {"connection": {"host": "h"}, "runtime_dir": "/opt/spear-gateway", "port": 5432}
+    outputs = {**inputs, "cluster": "15/spear", "system_id": "7714393121134739559"}
+    assert LocalDatabaseProvider().diff("id", outputs, inputs).changes is False

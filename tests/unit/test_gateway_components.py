@@ -137,9 +137,12 @@ def test_the_local_program_registers_each_part_of_the_gateway_with_its_own_type(
         "gateway-litellm": tokens.LITELLM_INSTALL.type,
         "gateway-postgresql": tokens.GATEWAY_DATABASE.type,
         "gateway-migrations": tokens.GATEWAY_MIGRATIONS.type,
+        "gateway-backup": tokens.GATEWAY_BACKUP.type,  # the local stack backs its database up
         "gateway-config": tokens.GATEWAY_CONFIG.type,
         "gateway-env": tokens.GATEWAY_ENV.type,
+        "gateway-host-key": tokens.HOST_KEY.type,  # the key the gateway host must present
         "gateway-tunnel-local-key": tokens.TUNNEL_KEY.type,
+        "gateway-tunnel-local-known-hosts": tokens.TUNNEL_KNOWN_HOSTS.type,  # what `local` presents
         "gateway-tunnel-local": tokens.GATEWAY_TUNNEL.type,
         "gateway-service": tokens.GATEWAY_SERVICE.type,
         **{f"gateway-key-{dev}": tokens.GATEWAY_KEY.type for dev in ("ana", "bob", "cyn")},

@@ -12,7 +12,7 @@ import pytest
 from config.checker import ConfigError
 from config.schema import parse
 from config.types import (EXTERNAL_DATABASE, FRONTIER_API_KEY, GATEWAY_MASTER_KEY, ApiKey,
-                          PackageSource)
+                          DatabaseBackupPlan, PackageSource)
 from tests.support.config_cases import (DELETE, FRONTIER_KEY, GATEWAY, GATEWAY_SECRETS as SECRETS,
                                         MASTER_KEY, allowed_for, changed, gateway_raw,
                                         problem_line, reds_raw, run_program)
@@ -62,6 +62,28 @@ BAD = [
      "gateway.database.location", "one of local, external"),
     ("query-engine", changed(gateway_raw(), (*GATEWAY, "database", "queryEngine"), "binary"),
      "gateway.database.queryEngine", "one of native, offline"),
+    ("backup-relative-folder",
+     changed(gateway_raw(), (*GATEWAY, "database", "backup"), {"folder": "backups"}),
+     "gateway.database.backup.folder", "an absolute folder on the gateway host that outlives it"),
+    ("backup-keep-zero",
+     changed(gateway_raw(), (*GATEWAY, "database", "backup"), {"folder": "/mnt/b", "keep": 0}),
+     "gateway.database.backup.keep", "1"),
+    ("backup-calendar-shell",
+     changed(gateway_raw(), (*GATEWAY, "database", "backup"),
+             {"folder": "/mnt/b", "onCalendar": "daily; rm -rf /"}),
+     "gateway.database.backup.onCalendar", "a systemd calendar expression"),
+    ("backup-of-external-database",
+     changed(changed(gateway_raw(), (*GATEWAY, "database", "location"), EXTERNAL_DATABASE),
+             (*GATEWAY, "database", "backup"), {"folder": "/mnt/b"}),
+     "gateway.database.backup", "no backup with gateway.database.location external"),
+    ("restore-without-backup",
+     changed(changed(gateway_raw(), (*GATEWAY, "database", "backup"), DELETE),
+             (*GATEWAY, "database", "restoreFrom"), "litellm-20261201T030000Z.dump"),
+     "gateway.database.restoreFrom", "a dump in gateway.database.backup.folder (declare the backup)"),
+    ("restore-not-a-dump",
+     changed(changed(gateway_raw(), (*GATEWAY, "database", "backup"), {"folder": "/mnt/b"}),
+             (*GATEWAY, "database", "restoreFrom"), "../../etc/shadow"),
+     "gateway.database.restoreFrom", "litellm-<YYYYMMDD>T<HHMMSS>Z.dump"),
     ("hatch-alert-at-cap", changed(gateway_raw(), (*GATEWAY, "hatch", "alertUsd"), 200),
      "gateway.hatch.alertUsd", "an amount below gateway.hatch.monthlyCapUsd (200.0): the alert"
      " must fire before the cap shuts the hatch"),
@@ -84,7 +106,7 @@ BAD = [
     ("gateway-named-like-a-host", changed(gateway_raw(), (*GATEWAY, "name"), "reds"),
      "gateway.name", "a name no inference host, pod or REDS endpoint has"),
     ("gateway-ssh-missing", changed(gateway_raw(), (*GATEWAY, "ssh"), DELETE),
-     "gateway.ssh", "an object with keys host, port, user, privateKeyPath (required)"),
+     "gateway.ssh", "an object with keys host, port, user, privateKeyPath, hostKey (required)"),
     ("listen-host", changed(gateway_raw(), (*GATEWAY, "listen", "host"), "gateway"),
      "gateway.listen.host", "an IP address on the gateway host"),
     ("master-key-missing", changed(gateway_raw(), (GATEWAY_MASTER_KEY,), DELETE),
@@ -144,6 +166,7 @@ def test_the_prod_example_parses_to_the_gateway_and_its_developers():
     assert gateway.packages == PackageSource("https://pypi.org/simple", None)
     assert gateway.upstreams == ("reds",)
     assert (gateway.hatch.monthly_cap_usd, gateway.hatch.alert_usd) == (200.0, 150.0)
+    assert gateway.database.backup == DatabaseBackupPlan("/mnt/backups/spear-gateway", "daily", 14)
     assert gateway.pricing.output_usd_per_token == pytest.approx(2.0e-6)
     assert {name: (d.models, d.max_budget, d.budget_duration) for name, d in cfg.developers.items()} \
         == {"ana": (("coder",), 25.0, "30d"), "bob": (("coder",), 25.0, "30d")}
@@ -151,8 +174,19 @@ def test_the_prod_example_parses_to_the_gateway_and_its_developers():
     assert cfg.api_keys[FRONTIER_API_KEY] == ApiKey(FRONTIER_KEY)
 
 
+def test_a_backup_takes_its_defaults_and_a_restore_names_a_dump_in_its_folder():
+    raw = changed(gateway_raw(), (*GATEWAY, "database", "backup"), {"folder": "/mnt/backups"})
+    database = parse(changed(raw, (*GATEWAY, "database", "restoreFrom"),
+                             "litellm-20261201T030000Z.dump")).gateway.database
+    assert database.backup == DatabaseBackupPlan(folder="/mnt/backups", on_calendar="daily", keep=7)
+    assert database.restore_from == "litellm-20261201T030000Z.dump"
+    without = changed(gateway_raw(), (*GATEWAY, "database", "backup"), DELETE)
+    assert parse(without).gateway.database.backup is None
+
+
 def test_an_external_database_takes_its_url_as_a_secret_never_echoed():
-    raw = changed(gateway_raw(), (*GATEWAY, "database", "location"), EXTERNAL_DATABASE)
+    raw = changed(changed(gateway_raw(), (*GATEWAY, "database", "backup"), DELETE),
+                  (*GATEWAY, "database", "location"), EXTERNAL_DATABASE)
     cfg = parse({**raw, "gatewayDatabaseUrl": DATABASE_URL})
     assert cfg.gateway.database.location == EXTERNAL_DATABASE
     assert "pw-SECRET" not in repr(cfg)

@@ -33,6 +33,7 @@ def test_prod_declares_each_part_of_the_inference_host_each_with_its_own_type(pr
         "reds-unit": "pulumi-python:dynamic/spear:SystemdUnit",
         "reds-smoke-test": "pulumi-python:dynamic/spear:SmokeTest",
         "reds-verification": "pulumi-python:dynamic/spear:EndpointVerification",
+        "reds-host-key": "pulumi-python:dynamic/spear:HostKey",
     }
     assert types(prod_program)["reds-server-conf"] == tokens.SERVER_CONF.type
 

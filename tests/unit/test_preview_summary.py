@@ -154,6 +154,19 @@ def test_a_changed_connection_is_never_shown():
     assert "reds2" not in text and "bmV3" not in text
 
 
+def test_a_new_host_key_alone_is_a_new_way_in_that_sends_nothing_and_restarts_nothing():
+    old_reach = "root@reds.internal:22 host key ssh-ed25519 SHA256:old"
+    new_reach = preview_summary.UNKNOWN
+    text = summary_of(step("update", "reds-server-conf", {**conf(), "reach": old_reach},
+                           {**conf(), "reach": new_reach}),
+                      step("update", "inference-unit", {**unit(), "reach": old_reach},
+                           {**unit(), "reach": new_reach}))
+    assert text.startswith("### `prod`: in place, no restart\n"), text
+    assert ("- **server.conf** (`reds-server-conf`): **new way in**: records how to reach the"
+            " host from now on (refresh and destroy use it); nothing is sent to the host.") in text
+    assert f"  - `reach`: `{old_reach}` → (known after the update)\n" in text
+
+
 def test_policy_results_follow_the_changes():
     events = [
         {"policyAnalyzeSummaryEvent": {"resourceUrn": urn("reds-server-conf"),

@@ -283,11 +283,15 @@ def test_an_endpoint_nothing_answers_on_is_unreachable(session):
         verification.EndpointVerificationProvider().create(PROPS)
 
 
-def test_a_new_trigger_or_served_model_re_runs_the_probes_but_the_connection_does_not():
+def test_a_new_trigger_or_served_model_re_runs_the_probes_but_a_new_connection_is_only_recorded(session):
     provider = verification.EndpointVerificationProvider()
     assert provider.diff("id", PROPS, {**PROPS, "triggers": {"started_at": "2"}}).changes
     assert provider.diff("id", PROPS, {**PROPS, "served_model": "other"}).changes
-    assert not provider.diff("id", PROPS, {**PROPS, "connection": {"host": "h", "port": 22}}).changes
+    moved = {**PROPS, "connection": {"host": "h", "port": 22}}
+    assert provider.diff("id", PROPS, moved).changes
+    fake = session(HEALTHY)
+    assert provider.update("id", PROPS, moved).outs == {**PROPS, "connection": moved["connection"]}
+    assert fake.requests == []  # no probe ran
 
 
 def test_reading_the_check_back_returns_what_it_recorded():

@@ -171,6 +171,7 @@ def test_each_endpoint_is_its_check_verification_and_smoke_test(reds_program):
             f"{name}-check": tokens.REDS_TUNNEL_CHECK.type,
             f"{name}-verification": tokens.ENDPOINT_VERIFICATION.type,
             f"{name}-smoke-test": tokens.SMOKE_TEST.type,
+            f"{name}-host-key": tokens.HOST_KEY.type,
         }
     box = reds_program.resources["box-check"].inputs
     assert (box["ssh_host"], box["address"], box["port"], box["expected_model_id"]) == (

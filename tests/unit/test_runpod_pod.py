@@ -246,7 +246,8 @@ def test_a_declared_pod_is_an_endpoint_of_a_pod_and_vllm_each_with_its_own_type(
     assert types == {"gpu": tokens.RUNPOD_ENDPOINT, "gpu-pod": tokens.RUNPOD_POD.type,
                      "gpu-vllm": tokens.POD_VLLM.type,
                      "gpu-verification": tokens.ENDPOINT_VERIFICATION.type,
-                     "gpu-smoke-test": tokens.SMOKE_TEST.type}
+                     "gpu-smoke-test": tokens.SMOKE_TEST.type,
+                     "gpu-host-key": tokens.HOST_KEY.type}
     pod = mocks.resources["gpu-pod"].inputs
     assert pod["env"] == {"PUBLIC_KEY": public_key_line(key)}
     assert (pod["name"], pod["image_name"], pod["gpu_count"]) == (
