@@ -1,4 +1,4 @@
-"""How `pulumi preview` scales with the number of developers' keys (issue 9, "Scale").
+"""How `pulumi preview` scales with the number of developers' keys (the targets below).
 
     scripts/bench-preview [--with-hosts] [--runs 3]
 
@@ -52,7 +52,7 @@ from tests.support.engine import REPO, Project, engine_env
 
 SIZES = (200, 400)
 HOSTS = 3
-# Targets (issue 9): 200 keys within 1.3x of the floor, 400 keys within 2.1x of 200.
+# Targets: 200 keys within 1.3x of the floor, 400 keys within 2.1x of 200.
 FLOOR_TARGET, GROWTH_TARGET = 1.3, 2.1
 # Engine settings each preview is timed under (see above).
 SETTINGS = {"default": {}, "skip-checkpoints": {"PULUMI_SKIP_CHECKPOINTS": "true"}}

@@ -28,6 +28,8 @@ from spear import fleet, tokens, vllm
 from spear.rules import IMAGE
 
 CONFIG_ONLY = "config only (restart)"
+# An update that restarts nothing by itself: a key, a record, a check run again.
+IN_PLACE = "in place (no restart)"
 REBUILD = "rebuild"
 MODEL_REFETCH = "model re-fetch"
 REPLACE = "replace"
@@ -47,13 +49,17 @@ SCALE = "scale"
 RECONNECT = "new way in"
 # Most disruptive first: the order of the overall line and of the list.
 CLASSES = (DELETE, RECREATE_POD, REPLACE, REBUILD, CREATE, ROLLING_UPDATE, RESET_POD, MODEL_REFETCH,
-           RESTART_VLLM, SCALE, CONFIG_ONLY, RECHECK, RECONNECT, NO_CHANGE)
+           RESTART_VLLM, SCALE, CONFIG_ONLY, IN_PLACE, RECHECK, RECONNECT, NO_CHANGE)
 # What a replacement or an update (the generic class) of these types is.
 KIND_CLASSES = {
     (tokens.RUNPOD_POD.type, REPLACE): RECREATE_POD,
     (tokens.RUNPOD_POD.type, CONFIG_ONLY): RESET_POD,
     (tokens.POD_VLLM.type, CONFIG_ONLY): RESTART_VLLM,
     (tokens.REDS_TUNNEL_CHECK.type, CONFIG_ONLY): RECHECK,
+    **{(kind.type, CONFIG_ONLY): IN_PLACE for kind in (
+        tokens.GATEWAY_KEY, tokens.GATEWAY_MIGRATIONS, tokens.GATEWAY_BACKUP, tokens.HOST_KEY,
+        tokens.SMOKE_TEST, tokens.ENDPOINT_VERIFICATION, tokens.GATEWAY_SMOKE_TEST,
+        tokens.FLEET_THROUGHPUT)},
 }
 
 # Never shown, whatever they hold (the SSH key, the pickled provider that may embed config, the
@@ -442,7 +448,7 @@ def _part(step: Mapping[str, Any], stable_now: tuple[str, str, Any] | None = Non
         details.insert(0, f"replaced because {', '.join(reasons) or 'a hidden input'} changed")
     meaning = KIND_MEANING.get((kind, change)) or (
         UPDATE_MEANING.get(kind, "updated in place; nothing is rebuilt")
-        if change in (CONFIG_ONLY, MODEL_REFETCH, RECHECK) else OP_MEANING.get(change, ""))
+        if change in (CONFIG_ONLY, IN_PLACE, MODEL_REFETCH, RECHECK) else OP_MEANING.get(change, ""))
     return Part(_part_name(step), kind, step["urn"].rsplit("::", 1)[1], change, meaning, details)
 
 
@@ -472,7 +478,7 @@ def overall(all_parts: list[Part]) -> str:
         return "no changes"
     restart = any(p.change not in (NO_CHANGE, RECONNECT) and p.kind in UNIT_KINDS
                   for p in all_parts)
-    if changes <= {MODEL_REFETCH, CONFIG_ONLY, RECHECK, RECONNECT}:
+    if changes <= {MODEL_REFETCH, CONFIG_ONLY, IN_PLACE, RECHECK, RECONNECT}:
         return (("restart, no rebuild" if restart else "in place, no restart")
                 + (" (after a model re-fetch)" if MODEL_REFETCH in changes else ""))
     first = next(c for c in CLASSES if c in changes)

@@ -187,3 +187,25 @@ def ring_members(ring: object, items: Sequence[T], track_of: Callable[[T], objec
 def ring_routes(ring: object, tracks: dict[str, str | None]) -> list[str]:
     """ring_members over routes (route id -> its fleet track, None for other endpoints)."""
     return ring_members(ring, list(tracks), tracks.get)
+
+
+# ---------------------------------------------------------------------------------------------
+# The agent sandbox's egress (seed 001 step 7): the default-deny is opened only to the gateway
+# and the mirrors, each a host or one subnet; a wider network (0.0.0.0/0 at the extreme) would
+# open it to everything. The widest allowed, by IP version.
+EGRESS_WIDEST_PREFIX = {4: 24, 6: 64}
+EGRESS_NETWORK_TEXT = ("one host or one subnet: an IPv4 network of /24 or narrower, or IPv6 of"
+                       " /64 or narrower")
+
+
+def egress_network_problem(cidr: object) -> str | None:
+    """None when `cidr` is a network the sandbox may reach; else what is wrong with it."""
+    try:
+        network = ipaddress.ip_network(str(cidr), strict=True)
+    except ValueError:
+        return f"{cidr!r} is not an IP network"
+    widest = EGRESS_WIDEST_PREFIX[network.version]
+    if network.prefixlen < widest:
+        return (f"{network} is {network.num_addresses} addresses, wider than /{widest}: it would"
+                " open the default-deny to far more than the gateway or a mirror")
+    return None

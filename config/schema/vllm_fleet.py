@@ -24,8 +24,8 @@ from config.types import (ACCESS_MODES, AMBIENT, CACHE_SALT_SCOPES, AgentSandbox
 from config.schema.runpod import _HF_REPO, _SERVED_NAME
 from spear import rollout_gate
 from spear.fleet import CANARY, STABLE
-from spear.rules import (COMMIT, COMMIT_TEXT, IMAGE, IMAGE_DIGEST, IMAGE_TAG, UNPINNED_TAG,
-                         image_pin_problem)
+from spear.rules import (COMMIT, COMMIT_TEXT, EGRESS_NETWORK_TEXT, IMAGE, IMAGE_DIGEST,
+                         IMAGE_TAG, UNPINNED_TAG, egress_network_problem, image_pin_problem)
 from spear.vllm import (BYTES_PER_PARAMETER, GPU_MEMORY_UTILIZATION, TOOL_CALL_PARSER,
                         TOOL_CALL_PARSERS, memory_floor_problem, tool_parser_problem)
 
@@ -248,6 +248,9 @@ def _target(check: Checker, key: str, name: str, value: Any) -> EgressTarget | N
     cidr = check.text(f"{key}.cidr", get(target, "cidr"), _network,
                       "an IP network, e.g. 10.0.0.5/32 (a NetworkPolicy allows addresses, not"
                       " names)")
+    if cidr is not None and egress_network_problem(cidr):
+        check.fail(f"{key}.cidr", cidr, EGRESS_NETWORK_TEXT)
+        cidr = None
     ports_value = get(target, "ports")
     ports: list[int] = []
     if not isinstance(ports_value, list) or not ports_value:

@@ -1,7 +1,8 @@
 """Rules for the vLLM fleet on Kubernetes (seed 001 steps 2-3, 7-8, "How to run it in
 production", "How to maintain it")."""
 
-from policies.kubernetes import (agent_egress_default_deny, api_key_from_secret, gpu_limit_matches_tp,
+from policies.kubernetes import (agent_egress_default_deny, agent_egress_narrow,
+                                 api_key_from_secret, gpu_limit_matches_tp,
                                  image_pinned, priority_scheduling, promotion_gate,
                                  vllm_forbidden_flags, vllm_probes, vllm_revision_pinned,
                                  vllm_tool_parser)
@@ -15,6 +16,7 @@ RULES = (
     vllm_probes,
     api_key_from_secret,
     agent_egress_default_deny,
+    agent_egress_narrow,
     priority_scheduling,
     promotion_gate,
 )

@@ -402,9 +402,9 @@ def test_a_host_presenting_another_key_is_refused_before_anything_is_sent(projec
     reviewed = {p.resource: p.change for p in parts(project.preview(STACK, "--replace", record))}
     assert reviewed.pop("local-host-key") == "replace"
     # The checks keyed on the server's start time cannot know it before the unit's update (which
-    # only records the new way in), so the preview lists them as checked again.
+    # only records the new way in), so the preview lists them as run again.
     assert {reviewed.pop(check) for check in ("local-verification", "local-smoke-test")} == {
-        "config only (restart)"}
+        "in place (no restart)"}
     assert set(reviewed.values()) == {"new way in"}, reviewed
     serving = faults.main_pid(HOST, UNIT)
     trusted = project.up(STACK, "--replace", record)

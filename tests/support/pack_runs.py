@@ -1,4 +1,4 @@
-"""The policy pack on the real engine: a throwaway copy of the project (tests/engine.py) holding
+"""The policy pack on the real engine: a throwaway copy of the project (tests/support/engine.py) holding
 one of the repository's stacks, previewed with the pack and the engine's event log.
 
 `pulumi preview --json` leaves policy events out of its JSON; they are in the event log

@@ -366,7 +366,7 @@ def test_a_litellm_upgrade_reads_as_reinstall_migrate_and_restart():
     assert text.startswith("### `prod`: replace and restart\n")
     assert "- **LiteLLM install** (`gateway-litellm`): **replace**: a new virtualenv" in text
     assert "  - LiteLLM 1.91.1 -> 1.108.7\n" in text
-    assert ("- **gateway migrations** (`gateway-migrations`): **config only (restart)**: applies"
+    assert ("- **gateway migrations** (`gateway-migrations`): **in place (no restart)**: applies"
             " only the LiteLLM migrations not yet recorded.") in text
     assert "  - restarts: install_key changed\n" in text
     assert "#### Gateway\n\n- gateway: LiteLLM 1.91.1 -> 1.108.7 (reinstall, migrate, restart)\n" in text
@@ -405,8 +405,11 @@ def test_key_changes_read_as_a_budget_in_place_a_new_key_and_a_revoked_one():
                                     "- bob: new key", "- cyn: key revoked"]
     assert ("- **developer key** (`gateway-key-cyn`): **delete**: the key is deleted (/key/delete):"
             " its developer loses access.") in text
-    assert ("- **developer key** (`gateway-key-ana`): **config only (restart)**: updated in place"
+    assert ("- **developer key** (`gateway-key-ana`): **in place (no restart)**: updated in place"
             " through /key/update: the developer keeps the key.") in text
+    raised = gateway_summary(diffed(GatewayKeyProvider(), "gateway-key-ana", dev_key("ana"),
+                                    dev_key("ana", max_budget=40.0)))
+    assert raised.startswith("### `prod`: in place, no restart\n")  # nothing restarts
 
 
 def test_a_new_budget_window_and_a_rotation_are_named_and_the_key_never_shown():

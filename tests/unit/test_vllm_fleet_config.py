@@ -109,6 +109,11 @@ BAD = [
      "vllmFleet.agentSandbox.gateway.cidr", "an IP network"),
     ("sandbox-gateway-host-bits", changed(fleet_raw(), (*SANDBOX, "gateway", "cidr"), "10.20.0.10/24"),
      "vllmFleet.agentSandbox.gateway.cidr", "an IP network"),
+    ("sandbox-open-to-everything", changed(fleet_raw(), (*SANDBOX, "mirrors", "pypi", "cidr"), "0.0.0.0/0"),
+     "vllmFleet.agentSandbox.mirrors.pypi.cidr", "one host or one subnet: an IPv4 network of /24 or"
+     " narrower"),
+    ("sandbox-gateway-wide-v6", changed(fleet_raw(), (*SANDBOX, "gateway", "cidr"), "2001:db8::/32"),
+     "vllmFleet.agentSandbox.gateway.cidr", "IPv6 of /64 or narrower"),
     ("sandbox-ports-empty", changed(fleet_raw(), (*SANDBOX, "mirrors", "pypi", "ports"), []),
      "vllmFleet.agentSandbox.mirrors.pypi.ports", "a non-empty list of TCP ports"),
     ("sandbox-port-big", changed(fleet_raw(), (*SANDBOX, "gateway", "ports"), [70000]),
