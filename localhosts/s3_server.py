@@ -13,13 +13,13 @@ import contextlib
 import json
 import secrets
 import subprocess
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from components.hostops.ssh import wait_until
 from localhosts import kubebuild
 from localhosts.processes import stop
 
@@ -102,12 +102,11 @@ def running(data_dir: Path, bucket: str = "spear-state",
         "-s3.port.lance=0", f"-s3.config={config}"],
         stdout=log, stderr=subprocess.STDOUT)
     try:
-        deadline = time.monotonic() + START_TIMEOUT
-        while not _answers(f"http://127.0.0.1:{s3}/"):
-            if server.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"SeaweedFS did not start; its log:\n"
-                                   f"{(data_dir / 'weed.log').read_text()[-3000:]}")
-            time.sleep(0.3)
+        wait_until(lambda: server.poll() is not None or _answers(f"http://127.0.0.1:{s3}/"),
+                   START_TIMEOUT, interval=0.3)
+        if server.poll() is not None or not _answers(f"http://127.0.0.1:{s3}/"):
+            raise RuntimeError(f"SeaweedFS did not start; its log:\n"
+                               f"{(data_dir / 'weed.log').read_text()[-3000:]}")
         # A bucket is a folder under the filer's /buckets.
         urllib.request.urlopen(urllib.request.Request(
             f"http://127.0.0.1:{filer}/buckets/{bucket}/", method="POST"), timeout=30).close()

@@ -25,11 +25,10 @@ from components.hostops.host_resource import HostProvider, HostResource
 from components.hostops.ssh import RemoteError, Session
 from config.types import DatabaseBackupPlan
 from spear import tokens
-from spear.rules import BACKUP_DUMP
+from spear.rules import BACKUP_DUMP, SYSTEM_UNIT_DIR
 
 UNIT = "spear-gateway-backup"
 SCRIPT = HOSTS_DIR / "backup-database.sh"
-SYSTEM_UNIT_DIR = "/etc/systemd/system"
 DUMP_NAME = f"^{BACKUP_DUMP.pattern}$"  # backup-database.sh's names, for grep -E
 
 

@@ -10,9 +10,9 @@ import contextlib
 import os
 import signal
 import subprocess
-import time
 from pathlib import Path
 
+from components.hostops.ssh import wait_until
 from localhosts.host import host_status
 
 
@@ -38,11 +38,8 @@ def main_pid(host: str, unit: str) -> str:
 
 def wait_for_restart(host: str, unit: str, before: str, timeout: float = 600) -> None:
     """Waits until `unit` runs under another main process than `before` (it restarted)."""
-    deadline = time.monotonic() + timeout
-    while main_pid(host, unit) in (before, "0"):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{unit} on {host} did not restart in {timeout} s")
-        time.sleep(0.2)
+    if not wait_until(lambda: main_pid(host, unit) not in (before, "0"), timeout, interval=0.2):
+        raise AssertionError(f"{unit} on {host} did not restart in {timeout} s")
 
 
 def cut_ssh(host: str) -> int:
