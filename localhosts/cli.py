@@ -35,7 +35,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     up.add_argument("--ssh-port", type=int, required=True)
     up.add_argument("--bind", type=_bind_arg, action="append", default=[], metavar="SRC:DST")
     up.add_argument("--keep", action="store_true", help="reuse the existing root filesystem (fresh=False)")
-    sub.add_parser("down", help="power a host off").add_argument("name")
+    down = sub.add_parser("down", help="power a host off")
+    down.add_argument("name")
+    down.add_argument("--discard", action="store_true", help="also delete its root filesystem")
     status = sub.add_parser("status", help="print HostInfo as JSON (null and exit 1 if not running)")
     status.add_argument("name")
     sub.add_parser("rootfs", help="build the cached rootfs tarball if needed and print its path")
@@ -46,7 +48,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             info = start_host(args.name, args.ssh_port, args.bind, fresh=not args.keep)
             print(json.dumps(info.as_dict(), indent=2))
         elif args.command == "down":
-            stop_host(args.name)
+            stop_host(args.name, discard=args.discard)
         elif args.command == "status":
             info = host_status(args.name)
             print(json.dumps(info and info.as_dict(), indent=2))

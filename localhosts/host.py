@@ -331,8 +331,12 @@ def _kill_container(pid: int) -> None:
         os.kill(pid, signal.SIGKILL)
 
 
-def stop_host(name: str, timeout: float = STOP_TIMEOUT) -> None:
-    """Power the host off cleanly; kill it if it does not stop within `timeout` seconds."""
+def stop_host(name: str, timeout: float = STOP_TIMEOUT, discard: bool = False) -> None:
+    """Power the host off cleanly; kill it if it does not stop within `timeout` seconds.
+
+    discard=True also deletes its root filesystem (about 1 GiB each; the key pair stays), for
+    hosts whose next start is fresh anyway: kept roots once filled CI's disk.
+    """
     pid = _running_pid(name)
     if pid is not None:
         # systemd-nspawn turns the first SIGTERM into SIGRTMIN+3 for the container's systemd (a
@@ -353,4 +357,8 @@ def stop_host(name: str, timeout: float = STOP_TIMEOUT) -> None:
     else:
         log(f"host {name!r} is not running")
     remove_host_cgroups(name)
-    (_host_dir(name) / "nspawn.pid").unlink(missing_ok=True)
+    hdir = _host_dir(name)
+    (hdir / "nspawn.pid").unlink(missing_ok=True)
+    if discard:
+        (hdir / "root.extracted").unlink(missing_ok=True)
+        shutil.rmtree(hdir / "root", ignore_errors=True)

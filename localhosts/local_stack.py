@@ -58,9 +58,9 @@ def start(name: str = LOCAL_HOST, ssh_port: int = LOCAL_SSH_PORT, fresh: bool = 
     return start_host(name, ssh_port, host_binds(), fresh=fresh)
 
 
-def stop(name: str = LOCAL_HOST) -> None:
-    """Power host `name` off (the counterpart of start)."""
-    stop_host(name)
+def stop(name: str = LOCAL_HOST, discard: bool = False) -> None:
+    """Power host `name` off (the counterpart of start); discard=True deletes its disk too."""
+    stop_host(name, discard=discard)
 
 
 def litellm_version(stack_file: Path = LOCAL_STACK) -> str:

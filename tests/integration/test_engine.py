@@ -46,7 +46,7 @@ def env():
 def host():
     info = start_host(HOST, SSH_PORT)
     yield info
-    stop_host(HOST)
+    stop_host(HOST, discard=True)
 
 
 def test_pulumi_version_is_the_pinned_one(env):

@@ -54,7 +54,7 @@ def repo(tmp_path_factory):
 def connection(repo):
     info = start_host(HOST, SSH_PORT, binds=[(str(repo[0]), "/srv/repo")])
     yield info.connection()
-    stop_host(HOST)
+    stop_host(HOST, discard=True)
 
 
 def fetch(connection, source, key):

@@ -49,8 +49,8 @@ def hosts(backups):
     gateway = local_stack.start_gateway("it-gw", GATEWAY_SSH, versions=(UPGRADE,), fresh=True,
                                         backups=backups)
     yield {"inference": inference, "gateway": gateway}
-    local_stack.stop("it-gw-llama")
-    local_stack.stop("it-gw")
+    local_stack.stop("it-gw-llama", discard=True)
+    local_stack.stop("it-gw", discard=True)
 
 
 def stack_config(hosts: dict[str, Any]) -> dict[str, Any]:

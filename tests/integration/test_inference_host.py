@@ -44,7 +44,7 @@ SMOKE = f"end_turn | {EXPECTED_TEXT} | ()"
 def host():
     info = local_stack.start(HOST, SSH_PORT, fresh=True)
     yield info
-    local_stack.stop(HOST)
+    local_stack.stop(HOST, discard=True)
 
 
 @pytest.fixture(scope="module")

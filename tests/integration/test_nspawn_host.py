@@ -79,7 +79,7 @@ def bind_dir(tmp_path_factory) -> Path:
 def host(bind_dir):
     info = start_host("pytest-a", free_port(), binds=[(str(bind_dir), BIND_DST)])
     yield info
-    stop_host(info.name)
+    stop_host(info.name, discard=True)
 
 
 def test_systemd_boots_to_running(host):
@@ -108,14 +108,15 @@ def test_bind_mount_is_shared(host, bind_dir):
     assert (bind_dir / "reply.txt").read_text() == "from the host\n"
 
 
-def test_second_host_runs_alongside_and_stops_cleanly(host):
+def test_second_host_runs_alongside_stops_cleanly_and_can_discard_its_disk(host):
     other = start_host("pytest-b", free_port())
     try:
         assert _ssh(other, "hostname").strip() == "pytest-b"
         assert _ssh(host, "hostname").strip() == "pytest-a"
         assert _ssh(other, "cat /etc/machine-id") != _ssh(host, "cat /etc/machine-id")
     finally:
-        stop_host(other.name)
+        stop_host(other.name, discard=True)
+    assert not other.root_dir.exists() and other.private_key_path.exists()
     assert _processes_of(other) == []
     assert _port_is_free(other.ssh_port)
     assert host_status(other.name) is None
@@ -149,9 +150,10 @@ def test_cli_up_status_down():
         status = cli("status", "pytest-cli")
         assert status.returncode == 0 and json.loads(status.stdout) == printed
     finally:
-        down = cli("down", "pytest-cli")
+        down = cli("down", "pytest-cli", "--discard")
     assert down.returncode == 0, down.stderr
     status = cli("status", "pytest-cli")
     assert status.returncode == 1 and json.loads(status.stdout) is None
     assert _processes_of(info) == []
     assert _port_is_free(port)
+    assert not info.root_dir.exists()

@@ -77,8 +77,8 @@ def backend(tmp_path, kube_cluster):
     yield env
     subprocess.run(["bash", "-c", "source scripts/env.sh && pulumi destroy --yes --stack local"
                     " --non-interactive"], cwd=REPO, env=env, capture_output=True, check=False)
-    local_stack.stop()
-    local_stack.stop(local_stack.GATEWAY_HOST)
+    local_stack.stop(discard=True)
+    local_stack.stop(local_stack.GATEWAY_HOST, discard=True)
 
 
 def up_local(env: dict[str, str]) -> subprocess.CompletedProcess:

@@ -54,7 +54,7 @@ MARKER = "/run/reds-it-marker"
 @pytest.fixture(scope="module")
 def host() -> Iterator[HostInfo]:
     yield local_stack.start(HOST, SSH_PORT, fresh=True)
-    local_stack.stop(HOST)
+    local_stack.stop(HOST, discard=True)
 
 
 def session(info: HostInfo) -> Session:

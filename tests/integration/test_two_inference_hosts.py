@@ -32,7 +32,7 @@ def hosts():
                for name, spec in HOSTS.items()}
     yield started
     for name in HOSTS:
-        local_stack.stop(f"it-{name}")
+        local_stack.stop(f"it-{name}", discard=True)
 
 
 def pair_config(hosts: dict[str, Any], beta_port: int) -> dict[str, Any]:

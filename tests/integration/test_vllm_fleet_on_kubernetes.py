@@ -76,7 +76,7 @@ def fleet_config(kubeconfig: Path, cache: Path) -> dict[str, Any]:
 def gateway_host():
     host = local_stack.start_gateway("it-fleet-gw", GATEWAY_SSH, fresh=True)
     yield host
-    local_stack.stop("it-fleet-gw")
+    local_stack.stop("it-fleet-gw", discard=True)
 
 
 @pytest.fixture(scope="module")
