@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+from typing import Any
 
+from spear.rollout_gate import Policy as GatePolicy
 from spear.rollout_gate import Record as GateRecord
 from spear.rules import CACHE_SALT_SCOPES, DEFAULT_PRIORITY_CLASS, GENERAL_RING, is_loopback
 from spear.vllm import GPU_MEMORY_UTILIZATION, TOOL_CALL_PARSER
@@ -483,6 +485,16 @@ class MemoryFloor:
 
 
 @dataclass(frozen=True)
+class RolloutGate:
+    """The stack's gate policy and the records scripts/gate wrote, as the config check found them."""
+    policy: GatePolicy
+    records: tuple[GateRecord, ...]  # each checked against its evidence
+    written: dict[str, Any]  # record name -> the record file as the run wrote it
+    evidence: dict[str, bytes]  # record name -> its evidence file
+    tasks: bytes  # the task set the records' answers are judged by
+
+
+@dataclass(frozen=True)
 class VllmFleet:
     kubeconfig: Kubeconfig
     namespace: str
@@ -496,12 +508,16 @@ class VllmFleet:
     model_cache: ModelCache
     agent_sandbox: AgentSandbox | None
     alerts: Alerts
-    gate_records: tuple[GateRecord, ...]
+    gate: RolloutGate | None  # None: the stack declares no gate, so no promotion passes
     # Each track's Service at a fixed cluster IP (track -> IP), so the gateway's routes to the
     # fleet are known at preview; {}: Kubernetes picks them, and the gateway cannot route there.
     service_ips: dict[str, str] = field(default_factory=dict)
     memory_floor: MemoryFloor | None = None  # None: the stack declares no model facts
     prometheus: Prometheus = Prometheus(mode="none", scrape_interval_seconds=30)
+
+    @property
+    def gate_records(self) -> tuple[GateRecord, ...]:
+        return self.gate.records if self.gate else ()
 
     def image_ref(self, pair: ServingPair) -> str:
         return f"{self.image}:{pair.tag}" + (f"@{pair.digest}" if pair.digest else "")

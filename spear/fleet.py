@@ -14,9 +14,16 @@ ROLE = "spear-fleet/role"  # what a namespace is for
 AGENT_SANDBOX = "agent-sandbox"
 ENGINE_VERSION = "spear-fleet/engine-version"
 REVISION = "spear-fleet/revision"
-# The rollout record's data keys (JSON): the pairs, and the gate records with their verdicts.
-STABLE_JSON, PREVIOUS_JSON, CANARY_JSON, RECORDS_JSON = (
-    "stable.json", "previous.json", "canary.json", "gate-records.json")
+# The rollout record's data keys (JSON): the pairs, the gate policy, and the gate records as their
+# runs wrote them with the verdicts the config check found; its binaryData (gzip) holds what the
+# policy pack re-judges them by: the task set and each record's evidence.
+STABLE_JSON, PREVIOUS_JSON, CANARY_JSON, RECORDS_JSON, GATE_POLICY_JSON = (
+    "stable.json", "previous.json", "canary.json", "gate-records.json", "gate-policy.json")
+GATE_TASKS_GZ = "gate-tasks.jsonl.gz"
+
+
+def evidence_key(record: str) -> str:
+    return f"evidence.{record}.jsonl.gz"
 # The tenancy record's data keys: the cache_salt scope and the priorities the gateway stamps
 # (JSON, {} when vLLM does not schedule by priority).
 CACHE_SALT, PRIORITIES = "cacheSalt", "priorities"

@@ -1,27 +1,47 @@
 """The rollout gate (seed 001 step 8 and "How to maintain it"): a canary pair is promoted to
-stable only on a passing gate result recorded for exactly that pair.
+stable only on a passing gate run recorded for exactly that pair.
 
-A record is one run of the gate against the live endpoint: the pinned tuple (model revision,
-engine version, gateway version, harness versions), the fail-closed tool-call validator's pass
-count on live samples, the paired eval's discordant counts b and c with its pre-registered
-threshold, and TTFT and inter-token latency under replayed load against their SLOs. The
-exact McNemar p-value is computed here from b and c, never copied from a report.
+A run (`scripts/gate`, gate/run.py) talks to the live path and writes two files: the evidence,
+one JSON line per request with its answer and timings, and the record, which names the
+evidence's sha256 and says what the run found. Nothing in a record is believed: the config check
+(before `pulumi up`) and the policy pack (on the Deployments a preview shows) both call
+`check_record`, which re-judges every answer in the evidence with the same fail-closed
+validator and task checks, recomputes b, c, the exact McNemar p-value and the latency
+percentiles, and refuses a record whose evidence is missing or altered, whose numbers differ
+from the recomputed ones (naming the field), or that ran under another gate policy.
 
-Pure and stdlib only: the config check (before `pulumi up`) and the policy pack (on the
-Deployments a preview shows) call the same functions. Records travel as JSON (`to_json`,
-`from_json`) in the fleet's rollout ConfigMap, which the policy reads.
+The policy (alpha, floors, SLOs, sample sizes, concurrency) belongs to the stack and is fixed
+before a run: a record carries its digest. The verdict is the cookbook's: no significant
+regression of the candidate against stable in the paired eval, and every floor and SLO met, so
+a neutral engine bump (b = c = 0) passes.
+
+Pure and stdlib only: config/schema/vllm_fleet.py and policies/kubernetes/promotion_gate.py
+call the same functions on the same bytes.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+import math
+import re
+from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
+from spear import tool_calls
 from spear.mcnemar import p_value
+from spear.probes import TOOL_REGISTRY
 
 # "run hundreds": a gate on a handful of tool calls proves little about the parser.
 MIN_TOOL_CALL_SAMPLES = 100
+# Reported beside the SLO's 95th percentile, for whoever reads the table.
+PERCENTILES = (50, 95, 99)
+
+# Evidence line kinds.
+RUN, TOOL_CALL, TASK, STREAM = "run", "tool-call", "task", "stream"
+STABLE_TRACK, CANDIDATE_TRACK = "stable", "candidate"
 
 # (engine version = image tag, model repository, model revision): what a rollout moves together.
 Pair = tuple[str, str, str]
@@ -29,6 +49,31 @@ Pair = tuple[str, str, str]
 
 def describe(pair: Pair) -> str:
     return f"{pair[0]} @ {pair[1]} revision {pair[2][:7]}"
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+@dataclass(frozen=True)
+class Policy:
+    """The stack's gate, pre-registered: what a run measures and what it must meet."""
+    alpha: float  # a regression is significant when b > c and the exact McNemar p < alpha
+    candidate_pass_rate_min: float  # floor: share of the paired eval's tasks the candidate passes
+    tool_call_pass_rate_min: float  # floor: share of live tool calls the validator admits
+    tool_call_samples: int
+    concurrency: int  # requests in flight, for the tool calls and the replayed trace
+    ttft_p95_seconds: float
+    itl_p95_seconds: float
+    tasks_sha256: str  # the task set and the trace the run used, by content
+    trace_sha256: str
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @property
+    def digest(self) -> str:
+        return sha256(json.dumps(self.to_json(), sort_keys=True).encode())
 
 
 @dataclass(frozen=True)
@@ -44,72 +89,307 @@ class Pin:
     def pair(self) -> Pair:
         return (self.engine_version, self.model, self.revision)
 
+    def to_json(self) -> dict[str, Any]:
+        return {"engineVersion": self.engine_version, "model": self.model,
+                "revision": self.revision, "gatewayVersion": self.gateway_version,
+                "harnessVersions": dict(self.harness_versions)}
+
+
+def pin_from_json(value: Mapping[str, Any]) -> Pin:
+    return Pin(str(value["engineVersion"]), str(value["model"]), str(value["revision"]),
+               str(value["gatewayVersion"]),
+               tuple(sorted((str(h), str(v)) for h, v in dict(value["harnessVersions"]).items())))
+
+
+# --- the paired eval's task set -------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Task:
+    """One task: the messages sent, the registry tools offered, and a deterministic check of the
+    answer: `tool-call` (exactly one admitted call of that name, with those arguments) or
+    `answer` (the text `equals`, `contains` or matches `regex`, and no tool call)."""
+    id: str
+    messages: tuple[Mapping[str, Any], ...]
+    tools: tuple[str, ...]
+    check: Mapping[str, Any]
+
+
+_ANSWER_CHECKS = ("equals", "contains", "regex")
+
+
+def task_problem(value: Any) -> str | None:
+    """Why one task-set line is not a task, or None."""
+    if not isinstance(value, dict) or set(value) - {"id", "messages", "tools", "check"}:
+        return "an object with id, messages, tools (optional) and check"
+    if not isinstance(value.get("id"), str) or not re.fullmatch(r"[A-Za-z0-9._-]{1,64}", value["id"]):
+        return "id: letters, digits, '.', '_', '-' (at most 64)"
+    messages = value.get("messages")
+    if not isinstance(messages, list) or not messages or not all(
+            isinstance(m, dict) and m.get("role") in ("system", "user", "assistant")
+            and isinstance(m.get("content"), str) for m in messages):
+        return "messages: a list of {role: system|user|assistant, content: text}"
+    tools = value.get("tools", [])
+    if not isinstance(tools, list) or any(t not in TOOL_REGISTRY for t in tools):
+        return f"tools: names from the tool registry ({', '.join(sorted(TOOL_REGISTRY))})"
+    check = value.get("check")
+    if not isinstance(check, dict):
+        return "check: {tool-call: {name, arguments}} or {answer: {equals|contains|regex: text}}"
+    if set(check) == {"tool-call"}:
+        call = check["tool-call"]
+        if not isinstance(call, dict) or call.get("name") not in tools \
+                or not isinstance(call.get("arguments"), dict):
+            return "check.tool-call: {name: one of the task's tools, arguments: {...}}"
+    elif set(check) == {"answer"}:
+        answer = check["answer"]
+        if not isinstance(answer, dict) or len(answer) != 1 or next(iter(answer)) not in _ANSWER_CHECKS \
+                or not isinstance(next(iter(answer.values())), str):
+            return f"check.answer: one of {', '.join(_ANSWER_CHECKS)} with a text"
+    else:
+        return "check: {tool-call: {name, arguments}} or {answer: {equals|contains|regex: text}}"
+    return None
+
+
+def parse_tasks(data: bytes) -> tuple[tuple[Task, ...], list[str]]:
+    """The task set (one JSON object per line; blank lines and `#` lines skipped) and, for each
+    bad line, `line N: problem`."""
+    tasks, problems, seen = [], [], set()
+    for number, line in enumerate(data.decode("utf-8", "replace").splitlines(), 1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        try:
+            value = json.loads(line)
+        except ValueError as error:
+            problems.append(f"line {number}: not JSON ({error})")
+            continue
+        problem = task_problem(value)
+        if problem is None and value["id"] in seen:
+            problem = f"id {value['id']!r} is used twice"
+        if problem:
+            problems.append(f"line {number}: {problem}")
+            continue
+        seen.add(value["id"])
+        tasks.append(Task(value["id"], tuple(value["messages"]), tuple(value.get("tools", [])),
+                          value["check"]))
+    if not tasks and not problems:
+        problems.append("no tasks")
+    return tuple(tasks), problems
+
+
+def tool_definition(name: str) -> dict[str, Any]:
+    """The OpenAI tool definition of a registry tool, as a request offers it."""
+    spec = TOOL_REGISTRY[name]
+    kinds = {str: "string", int: "integer", float: "number", bool: "boolean", list: "array",
+             dict: "object"}
+    properties = {arg: {"type": kinds[kind]} for arg, kind in {**spec.required, **spec.optional}.items()}
+    return {"type": "function", "function": {
+        "name": name, "parameters": {"type": "object", "properties": properties,
+                                     "required": sorted(spec.required)}}}
+
+
+def task_request(task: Task, model: str, max_tokens: int) -> dict[str, Any]:
+    body: dict[str, Any] = {"model": model, "messages": list(task.messages), "max_tokens": max_tokens,
+                            "temperature": 0}
+    if task.tools:
+        body["tools"] = [tool_definition(name) for name in task.tools]
+    return body
+
+
+def task_passes(task: Task, status: int, answer: Any) -> bool:
+    """The task's deterministic check on one answer (an HTTP error fails it)."""
+    if status != 200:
+        return False
+    verdict = tool_calls.validate(answer, TOOL_REGISTRY)
+    if "tool-call" in task.check:
+        want = task.check["tool-call"]
+        return verdict.ok and len(verdict.calls) == 1 and verdict.calls[0].name == want["name"] \
+            and dict(verdict.calls[0].arguments) == want["arguments"]
+    if verdict.reason != tool_calls.NO_TOOL_CALL:  # an answer task is answered in text
+        return False
+    text = answer["choices"][0]["message"].get("content")
+    if not isinstance(text, str):
+        return False
+    kind, expected = next(iter(task.check["answer"].items()))
+    if kind == "equals":
+        return text.strip() == expected
+    if kind == "contains":
+        return expected in text
+    return re.search(expected, text) is not None
+
+
+# --- results, recomputed from the evidence ----------------------------------------------------
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The nearest-rank q-th percentile (0 < q <= 100) of values (none: 0)."""
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(q / 100 * len(ordered)) - 1)]
+
+
+@dataclass(frozen=True)
+class Results:
+    tool_calls: Mapping[str, int]  # total, passed, and a count per validator reason
+    paired_eval: Mapping[str, Any]  # tasks, stablePassed, candidatePassed, b, c, p
+    latency: Mapping[str, Any]  # requests, failed, ttftP50..P99, itlP50..P99 (seconds)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"toolCalls": dict(self.tool_calls), "pairedEval": dict(self.paired_eval),
+                "latency": dict(self.latency)}
+
+
+def http_reason(status: int) -> str:
+    return f"http-{status}"
+
+
+def tool_call_reason(status: int, answer: Any) -> str:
+    return tool_calls.validate(answer, TOOL_REGISTRY).reason if status == 200 else http_reason(status)
+
+
+def results(lines: Sequence[Mapping[str, Any]], tasks: Sequence[Task]) -> tuple[Results, list[str]]:
+    """What the evidence shows, judged afresh, and why the evidence itself is incomplete."""
+    problems: list[str] = []
+    reasons = Counter(tool_call_reason(int(line["status"]), line.get("answer"))
+                      for line in lines if line["kind"] == TOOL_CALL)
+    total = sum(reasons.values())
+    calls = {"total": total, "passed": reasons.get(tool_calls.OK, 0),
+             **{f"reason:{r}": n for r, n in sorted(reasons.items())}}
+
+    by_id = {task.id: task for task in tasks}
+    outcomes: dict[str, dict[str, bool]] = {task.id: {} for task in tasks}
+    for line in lines:
+        if line["kind"] != TASK:
+            continue
+        task, track = by_id.get(line["task"]), line["track"]
+        if task is None or track in outcomes[task.id]:
+            problems.append(f"task {line['task']!r} ({track}) is not in the task set or is answered twice")
+            continue
+        outcomes[task.id][track] = task_passes(task, int(line["status"]), line.get("answer"))
+    missing = [t for t, seen in outcomes.items() if set(seen) != {STABLE_TRACK, CANDIDATE_TRACK}]
+    if missing:
+        problems.append(f"the paired eval lacks answers for tasks {', '.join(missing)}")
+    both = [seen for seen in outcomes.values() if len(seen) == 2]
+    b = sum(1 for seen in both if seen[STABLE_TRACK] and not seen[CANDIDATE_TRACK])
+    c = sum(1 for seen in both if seen[CANDIDATE_TRACK] and not seen[STABLE_TRACK])
+    paired = {"tasks": len(both), "stablePassed": sum(s[STABLE_TRACK] for s in both),
+              "candidatePassed": sum(s[CANDIDATE_TRACK] for s in both), "b": b, "c": c,
+              "p": p_value(b, c)}
+
+    streams = [line for line in lines if line["kind"] == STREAM]
+    served = [line["chunks"] for line in streams if int(line["status"]) == 200 and line["chunks"]]
+    ttft = [chunks[0] for chunks in served]
+    itl = [later - earlier for chunks in served for earlier, later in zip(chunks, chunks[1:])]
+    latency = {"requests": len(streams), "failed": len(streams) - len(served),
+               **{f"ttftP{q}": percentile(ttft, q) for q in PERCENTILES},
+               **{f"itlP{q}": percentile(itl, q) for q in PERCENTILES}}
+    return Results(calls, paired, latency), problems
+
+
+def failures(found: Results, policy: Policy) -> list[str]:
+    """Why a run's results do not pass the policy's gate; [] when they pass."""
+    reasons = []
+    calls, paired, latency = found.tool_calls, found.paired_eval, found.latency
+    if calls["total"] < policy.tool_call_samples:
+        reasons.append(f"the tool-call validator ran on {calls['total']} live samples, fewer than"
+                       f" the policy's {policy.tool_call_samples}")
+    elif calls["passed"] < policy.tool_call_pass_rate_min * calls["total"]:
+        refused = ", ".join(f"{k.split(':', 1)[1]} {n}" for k, n in calls.items()
+                            if k.startswith("reason:") and k != f"reason:{tool_calls.OK}")
+        reasons.append(f"the tool-call validator admitted {calls['passed']} of {calls['total']}"
+                       f" live samples, below the floor {policy.tool_call_pass_rate_min:g}"
+                       f" (refused: {refused})")
+    b, c, p = paired["b"], paired["c"], paired["p"]
+    if b > c and p < policy.alpha:
+        reasons.append(f"the candidate regresses on the paired eval: b={b} tasks stable passes and"
+                       f" it fails, c={c} the reverse, exact McNemar p={p:.4g} < alpha"
+                       f" {policy.alpha:g}")
+    if not paired["tasks"] or paired["candidatePassed"] < policy.candidate_pass_rate_min * paired["tasks"]:
+        reasons.append(f"the candidate passed {paired['candidatePassed']} of {paired['tasks']} tasks,"
+                       f" below the floor {policy.candidate_pass_rate_min:g}")
+    if not latency["requests"] or latency["failed"]:
+        reasons.append(f"{latency['failed']} of {latency['requests']} replayed streaming requests"
+                       " failed or streamed nothing")
+    if latency["ttftP95"] > policy.ttft_p95_seconds:
+        reasons.append(f"TTFT p95 {latency['ttftP95']:.4g}s under replayed load exceeds the SLO"
+                       f" {policy.ttft_p95_seconds:g}s")
+    if latency["itlP95"] > policy.itl_p95_seconds:
+        reasons.append(f"inter-token latency p95 {latency['itlP95']:.4g}s under replayed load"
+                       f" exceeds the SLO {policy.itl_p95_seconds:g}s")
+    return reasons
+
+
+# --- records ---------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
 class Record:
+    """A gate run as checked: its pin, the results recomputed from its evidence, its verdict."""
     name: str
     pin: Pin
-    tool_calls_passed: int
-    tool_calls_total: int
-    b: int  # paired eval: tasks the stable pair passes and the candidate fails
-    c: int  # tasks the candidate passes and the stable pair fails
-    alpha: float  # pre-registered threshold of the exact McNemar p-value
-    ttft_seconds: float  # under replayed concurrent load, at the SLO's percentile
-    ttft_slo_seconds: float
-    itl_seconds: float
-    itl_slo_seconds: float
+    results: Results
+    failures: tuple[str, ...]
 
     @property
-    def p(self) -> float:
-        return p_value(self.b, self.c)
-
-    def to_json(self) -> dict[str, Any]:
-        return {"name": self.name,
-                "pin": {"engineVersion": self.pin.engine_version, "model": self.pin.model,
-                        "revision": self.pin.revision, "gatewayVersion": self.pin.gateway_version,
-                        "harnessVersions": dict(self.pin.harness_versions)},
-                "toolCalls": {"passed": self.tool_calls_passed, "total": self.tool_calls_total},
-                "pairedEval": {"b": self.b, "c": self.c, "alpha": self.alpha, "p": self.p},
-                "latency": {"ttftSeconds": self.ttft_seconds, "ttftSloSeconds": self.ttft_slo_seconds,
-                            "itlSeconds": self.itl_seconds, "itlSloSeconds": self.itl_slo_seconds}}
+    def passed(self) -> bool:
+        return not self.failures
 
 
-def from_json(value: Mapping[str, Any]) -> Record:
-    """A record as to_json wrote it (numbers may come back as floats, as the engine gives them)."""
-    pin, calls, paired, latency = (value["pin"], value["toolCalls"], value["pairedEval"],
-                                   value["latency"])
-    return Record(
-        name=value["name"],
-        pin=Pin(pin["engineVersion"], pin["model"], pin["revision"], pin["gatewayVersion"],
-                tuple(sorted(dict(pin["harnessVersions"]).items()))),
-        tool_calls_passed=int(calls["passed"]), tool_calls_total=int(calls["total"]),
-        b=int(paired["b"]), c=int(paired["c"]), alpha=float(paired["alpha"]),
-        ttft_seconds=float(latency["ttftSeconds"]), ttft_slo_seconds=float(latency["ttftSloSeconds"]),
-        itl_seconds=float(latency["itlSeconds"]), itl_slo_seconds=float(latency["itlSloSeconds"]))
+def record_json(name: str, pin: Pin, policy: Policy, evidence: bytes, tasks: Sequence[Task],
+                evidence_file: str) -> dict[str, Any]:
+    """The record a run writes: what check_record will find in its evidence."""
+    found, _ = results(evidence_lines(evidence), tasks)
+    return {"name": name, "pin": pin.to_json(), "policy": policy.digest,
+            "evidence": {"file": evidence_file, "sha256": sha256(evidence)},
+            "results": found.to_json(), "failures": failures(found, policy)}
 
 
-def failures(record: Record) -> list[str]:
-    """Why a record does not pass the gate; [] when it passes."""
-    reasons = []
-    if record.tool_calls_total < MIN_TOOL_CALL_SAMPLES:
-        reasons.append(f"the tool-call validator ran on {record.tool_calls_total} live samples,"
-                       f" fewer than {MIN_TOOL_CALL_SAMPLES}")
-    if record.tool_calls_passed != record.tool_calls_total:
-        reasons.append(f"the tool-call validator passed {record.tool_calls_passed} of"
-                       f" {record.tool_calls_total} live samples (it is fail-closed: all must pass)")
-    if record.c <= record.b:
-        reasons.append(f"the paired eval does not favour the candidate (b={record.b} losses,"
-                       f" c={record.c} wins)")
-    if not record.p < record.alpha:
-        reasons.append(f"the exact McNemar p-value {record.p:.6g} (b={record.b}, c={record.c}) is"
-                       f" not below the pre-registered alpha {record.alpha:g}")
-    if record.ttft_seconds > record.ttft_slo_seconds:
-        reasons.append(f"TTFT {record.ttft_seconds:g}s under replayed load exceeds the SLO"
-                       f" {record.ttft_slo_seconds:g}s")
-    if record.itl_seconds > record.itl_slo_seconds:
-        reasons.append(f"inter-token latency {record.itl_seconds:g}s under replayed load exceeds"
-                       f" the SLO {record.itl_slo_seconds:g}s")
-    return reasons
+def evidence_lines(evidence: bytes) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in evidence.decode().splitlines() if line.strip()]
+
+
+def _differences(prefix: str, written: Any, found: Any) -> list[str]:
+    if isinstance(found, dict):
+        if not isinstance(written, dict):
+            return [f"{prefix}: {json.dumps(written)} where the evidence gives {json.dumps(found)}"]
+        out = []
+        for key in sorted(set(found) | set(written)):
+            out += _differences(f"{prefix}.{key}", written.get(key), found.get(key))
+        return out
+    if isinstance(found, float) and isinstance(written, (int, float)) and not isinstance(written, bool) \
+            and math.isclose(written, found, rel_tol=1e-9, abs_tol=1e-12):
+        return []
+    if written != found:
+        return [f"{prefix}: {json.dumps(written)} where the evidence gives {json.dumps(found)}"]
+    return []
+
+
+def check_record(value: Any, evidence: bytes | None, tasks: Sequence[Task],
+                 policy: Policy) -> tuple[Record | None, list[str]]:
+    """The record `value` (as a run wrote it) checked against its evidence and the stack's policy:
+    (the record, []) when it stands, else (None, every problem, each naming its field)."""
+    if not isinstance(value, dict) or not {"name", "pin", "policy", "evidence", "results"} <= set(value):
+        return None, ["not a record a gate run wrote (name, pin, policy, evidence, results)"]
+    if evidence is None:
+        return None, [f"evidence: its file {value['evidence'].get('file')!r} is missing"]
+    problems = []
+    if sha256(evidence) != value["evidence"].get("sha256"):
+        problems.append(f"evidence.sha256: {value['evidence'].get('sha256')} is not the evidence"
+                        f" file's ({sha256(evidence)}): it was altered after the run")
+    if value["policy"] != policy.digest:
+        problems.append(f"policy: the run's gate policy ({value['policy'][:12]}) is not the stack's"
+                        f" ({policy.digest[:12]}): the policy changed after the run, so run it again")
+    try:
+        lines = evidence_lines(evidence)
+        run = [line for line in lines if line.get("kind") == RUN]
+        pin = pin_from_json(value["pin"])
+        found, incomplete = results(lines, tasks)
+    except (ValueError, KeyError, TypeError, AttributeError, IndexError) as error:
+        return None, [*problems, f"evidence: not a gate run's evidence ({error!r})"]
+    if len(run) != 1 or pin_from_json(run[0]["pin"]) != pin or run[0].get("policy") != value["policy"]:
+        problems.append("pin: the evidence was measured on another pin or policy than the record says")
+    problems += [f"evidence: {p}" for p in incomplete]
+    problems += [f"results{d}" for d in _differences("", value["results"], found.to_json())]
+    if problems:
+        return None, problems
+    return Record(str(value["name"]), pin, found, tuple(failures(found, policy))), []
 
 
 def refusals(pair: Pair, records: Sequence[Record]) -> list[str]:
@@ -119,13 +399,9 @@ def refusals(pair: Pair, records: Sequence[Record]) -> list[str]:
         return [f"no gate record pins exactly {describe(pair)}"
                 + (f" (records pin {', '.join(describe(r.pin.pair) for r in records)})"
                    if records else "")]
-    reasons = []
-    for record in matching:
-        found = failures(record)
-        if not found:
-            return []
-        reasons += [f"record {record.name}: {reason}" for reason in found]
-    return reasons
+    if any(r.passed for r in matching):
+        return []
+    return [f"record {r.name}: {reason}" for r in matching for reason in r.failures]
 
 
 def promotion_refusals(stable: Pair, previous: Pair | None, records: Sequence[Record]) -> list[str]:

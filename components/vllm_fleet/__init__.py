@@ -95,7 +95,10 @@ class VllmFleet(pulumi.ComponentResource):
             opts=after(self.namespace, *([self.model_cache_volume] if self.model_cache_volume else []),
                        # A fixed name: a replacement (a new size or class) deletes the old first.
                        delete_before_replace=True))
-        self.rollout = k8s.core.v1.ConfigMap(f"{name}-rollout", **manifests.rollout_record(cfg),
+        rollout = manifests.rollout_record(cfg)
+        self.rollout = k8s.core.v1.ConfigMap(f"{name}-rollout", metadata=rollout["metadata"],
+                                             data=rollout["data"],
+                                             binary_data=rollout.get("binaryData"),
                                              opts=after(self.namespace))
         self.tenancy = k8s.core.v1.ConfigMap(f"{name}-tenancy", **manifests.tenancy(cfg),
                                              opts=after(self.namespace))

@@ -8,15 +8,18 @@ auto-name would leave unknown at preview.
 
 from __future__ import annotations
 
+import base64
+import gzip
 import json
 from typing import Any
 
 from config.types import AgentSandbox, EgressTarget, ServingPair, VllmFleet
-from spear import rollout_gate, vllm
+from spear import vllm
 from spear.rules import PRIORITY_CLASSES
 from spear.fleet import (AGENT_SANDBOX, ALERTS, APP, CACHE_SALT, CANARY_JSON, ENGINE_VERSION,
-                         PART, PREVIOUS_JSON, PRIORITIES, RECORDS_JSON, REVISION, ROLE, ROLLOUT,
-                         STABLE, STABLE_JSON, TENANCY, TRACK)
+                         GATE_POLICY_JSON, GATE_TASKS_GZ, PART, PREVIOUS_JSON, PRIORITIES,
+                         RECORDS_JSON, REVISION, ROLE, ROLLOUT, STABLE, STABLE_JSON, TENANCY, TRACK,
+                         evidence_key)
 
 API_KEY_SECRET = "vllm-api-key"
 MODEL_CACHE = "vllm-model-cache"
@@ -147,16 +150,28 @@ def _pair_json(pair: ServingPair | None) -> str:
                                                  "model": pair.model, "revision": pair.revision})
 
 
+def _gz(data: bytes) -> str:
+    # mtime=0: the same bytes give the same ConfigMap, so an unchanged gate shows no diff.
+    return base64.b64encode(gzip.compress(data, mtime=0)).decode()
+
+
 def rollout_record(fleet: VllmFleet) -> dict[str, Any]:
-    """The rollout state the gate policy reads: the pairs and the gate records, with each
-    record's verdict (spear/rollout_gate.py) for whoever reads the cluster."""
-    records = [{**r.to_json(), "failures": rollout_gate.failures(r)} for r in fleet.gate_records]
+    """The rollout state the gate policy reads: the pairs, the gate policy, and the records with
+    the verdicts the config check found, beside what the policy pack re-judges them by."""
+    gate = fleet.gate
+    records = [{**gate.written[r.name], "failures": list(r.failures)} for r in gate.records] if gate else []
+    binary = ({GATE_TASKS_GZ: _gz(gate.tasks),
+               **{evidence_key(r.name): _gz(gate.evidence[r.name]) for r in gate.records}}
+              if gate else {})
     return {"metadata": {"name": f"{APP}-rollout", "namespace": fleet.namespace,
                          "labels": {PART: ROLLOUT}},
             "data": {STABLE_JSON: _pair_json(fleet.stable),
                      PREVIOUS_JSON: _pair_json(fleet.previous),
                      CANARY_JSON: _pair_json(fleet.canary.pair if fleet.canary else None),
-                     RECORDS_JSON: json.dumps(records, sort_keys=True)}}
+                     GATE_POLICY_JSON: json.dumps(gate.policy.to_json() if gate else None,
+                                                  sort_keys=True),
+                     RECORDS_JSON: json.dumps(records, sort_keys=True)},
+            **({"binaryData": binary} if binary else {})}
 
 
 def tenancy(fleet: VllmFleet) -> dict[str, Any]:

@@ -11,17 +11,23 @@ API key is the stack's `vllmApiKey` secret (config/schema/runpod.py reads it).
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
+import json
 import os
 import re
+from pathlib import Path
 from collections.abc import Mapping
 from typing import Any
 
-from config.checker import DNS_LABEL, DNS_LABEL_TEXT, MISSING, Checker, api_url, get, ip_address
+from config.checker import (DNS_LABEL, DNS_LABEL_TEXT, MISSING, Checker, api_url, get, ip_address,
+                            relative_subdir, show)
 from config.types import (ACCESS_MODES, AMBIENT, CACHE_SALT_SCOPES, AgentSandbox, Alerts, Canary,
-                          EgressTarget, GateRecord, Kubeconfig, MemoryFloor, ModelCache,
-                          ModelFacts, PROMETHEUS_MODES, Prometheus, ServingPair, Vllm, VllmFleet)
+                          EgressTarget, Kubeconfig, MemoryFloor, ModelCache,
+                          ModelFacts, PROMETHEUS_MODES, Prometheus, RolloutGate, ServingPair, Vllm,
+                          VllmFleet)
 from config.schema.runpod import _HF_REPO, _SERVED_NAME
+from gate import trace
 from spear import rollout_gate
 from spear.fleet import CANARY, STABLE
 from spear.rules import (COMMIT, COMMIT_TEXT, EGRESS_NETWORK_TEXT, IMAGE, IMAGE_DIGEST,
@@ -40,7 +46,6 @@ _FLEET_KEYS = ("kubeconfig", "context", "namespace", "image",
                "rolloutGate", "serviceIPs", "toolCallParser", "memoryFloor")
 _PAIR_KEYS = ("tag", "digest", "model", "revision")
 _FACT_KEYS = ("parametersBillions", "precision", "kvCacheBytesPerToken")
-_RECORD_KEYS = ("pin", "toolCalls", "pairedEval", "latency")
 _ALERT_KEYS = ("preemptionsPerHour", "ttftP95Seconds", "itlP95Seconds", "prefixCacheHitRateMin",
                "hatchEscalationsPerHour", "throughputMinRatio")
 # Keys the hatch's one block took over: said where they went, not just "unknown".
@@ -94,7 +99,7 @@ def parse(check: Checker, value: Any, kubeconfig_secret: Any) -> VllmFleet | Non
                                            {"stable": stable, "previous": previous,
                                             "canary": canary.pair if canary else None}),
     )
-    records = _records(check, f"{k}.rolloutGate", get(fleet, "rolloutGate"))
+    gate = _gate(check, f"{k}.rolloutGate", get(fleet, "rolloutGate"))
     result = VllmFleet(
         kubeconfig=kubeconfig,
         namespace=check.pattern(f"{k}.namespace", get(fleet, "namespace"), DNS_LABEL, DNS_LABEL_TEXT,
@@ -113,7 +118,7 @@ def parse(check: Checker, value: Any, kubeconfig_secret: Any) -> VllmFleet | Non
         alerts=_alerts(check, f"{k}.observability", get(fleet, "observability")),
         prometheus=_prometheus(check, f"{k}.observability.prometheus",
                                get(fleet, "observability")),
-        gate_records=records,
+        gate=gate,
         service_ips=_service_ips(check, f"{k}.serviceIPs", get(fleet, "serviceIPs"), canary is not None),
         memory_floor=_memory_floor(check, f"{k}.memoryFloor", get(fleet, "memoryFloor")),
     )
@@ -443,57 +448,103 @@ def _prometheus(check: Checker, key: str, observability: Any) -> Prometheus:
     return Prometheus(mode=mode, scrape_interval_seconds=interval, selector_labels=dict(labels))
 
 
-def _records(check: Checker, key: str, value: Any) -> tuple[GateRecord, ...]:
-    records = check.named_map(key, value, "a gate record", required=False)
-    return tuple(record for name, item in (records or {}).items()
-                 if (record := _record(check, f"{key}.{name}", name, item)) is not None)
+_POLICY_KEYS = ("alpha", "candidatePassRateMin", "toolCallPassRateMin", "toolCallSamples",
+                "concurrency", "ttftP95Seconds", "itlP95Seconds", "tasks", "trace")
 
 
-def _record(check: Checker, key: str, name: str, value: Any) -> GateRecord | None:
+def _project_file(check: Checker, key: str, value: Any, what: str) -> bytes | None:
+    """The bytes of a file the stack names by its path in the project (relative_subdir)."""
+    path = check.text(key, value, relative_subdir, f"{what}: a path inside the project")
+    if path is None:
+        return None
+    try:
+        return Path(path).read_bytes()
+    except OSError as error:
+        check.fail(key, value, f"{what}: a readable file ({error.strerror})")
+        return None
+
+
+def gate_policy(check: Checker, key: str, value: Any) -> tuple[rollout_gate.Policy, bytes,
+                                                                tuple[rollout_gate.Task, ...], bytes] | None:
+    """The stack's gate policy, its task set (bytes and tasks) and its trace's bytes (scripts/gate
+    reads it too)."""
     start = check.mark()
-    record = check.obj(key, value, _RECORD_KEYS)
-    if record is None:
+    policy = check.obj(key, value, _POLICY_KEYS)
+    if policy is None:
         return None
-    pin = check.obj(f"{key}.pin", get(record, "pin"),
-                    ("engineVersion", "model", "revision", "gatewayVersion", "harnessVersions"))
-    calls = check.obj(f"{key}.toolCalls", get(record, "toolCalls"), ("passed", "total"))
-    paired = check.obj(f"{key}.pairedEval", get(record, "pairedEval"), ("b", "c", "alpha"))
-    latency = check.obj(f"{key}.latency", get(record, "latency"),
-                        ("ttftSeconds", "ttftSloSeconds", "itlSeconds", "itlSloSeconds"))
-    if None in (pin, calls, paired, latency):
-        return None
-    harnesses = check.named_map(f"{key}.pin.harnessVersions", get(pin, "harnessVersions"),
-                                "a harness version (e.g. claude-code: 2.1.3)")
-    versions = tuple(sorted((h, check.pattern(f"{key}.pin.harnessVersions.{h}", v, _VERSION,
-                                              _VERSION_TEXT))
-                            for h, v in (harnesses or {}).items()))
-    passed = check.integer(f"{key}.toolCalls.passed", get(calls, "passed"), 0)
-    total = check.integer(f"{key}.toolCalls.total", get(calls, "total"), 1)
-    if passed is not None and total is not None and passed > total:
-        check.fail(f"{key}.toolCalls.passed", passed, f"at most toolCalls.total ({total})")
-    seconds = {name: check.number(f"{key}.latency.{name}", get(latency, name), 0, lo_open=True)
-               for name in ("ttftSeconds", "ttftSloSeconds", "itlSeconds", "itlSloSeconds")}
-    result = GateRecord(
-        name=name,
-        pin=rollout_gate.Pin(
-            engine_version=check.text(f"{key}.pin.engineVersion", get(pin, "engineVersion"),
-                                      lambda v: v if IMAGE_TAG.fullmatch(v) else None,
-                                      "the engine's image tag, e.g. v0.25.0"),
-            model=check.pattern(f"{key}.pin.model", get(pin, "model"), _HF_REPO,
-                                "a Hugging Face repository id (<owner>/<name>)"),
-            revision=check.pattern(f"{key}.pin.revision", get(pin, "revision"), COMMIT, COMMIT_TEXT),
-            gateway_version=check.pattern(f"{key}.pin.gatewayVersion", get(pin, "gatewayVersion"),
-                                          _VERSION, _VERSION_TEXT),
-            harness_versions=versions),
-        tool_calls_passed=passed, tool_calls_total=total,
-        b=check.integer(f"{key}.pairedEval.b", get(paired, "b"), 0),
-        c=check.integer(f"{key}.pairedEval.c", get(paired, "c"), 0),
-        alpha=check.number(f"{key}.pairedEval.alpha", get(paired, "alpha"), 0, 0.5, lo_open=True,
-                           note="pre-registered before the eval ran"),
-        ttft_seconds=seconds["ttftSeconds"], ttft_slo_seconds=seconds["ttftSloSeconds"],
-        itl_seconds=seconds["itlSeconds"], itl_slo_seconds=seconds["itlSloSeconds"],
+    tasks_file = _project_file(check, f"{key}.tasks", get(policy, "tasks"),
+                               "the paired eval's task set (JSON lines, spear/rollout_gate.py)")
+    trace_file = _project_file(check, f"{key}.trace", get(policy, "trace"),
+                               "the latency step's replay trace (gate/trace.py)")
+    tasks: tuple[rollout_gate.Task, ...] = ()
+    if tasks_file is not None:
+        tasks, problems = rollout_gate.parse_tasks(tasks_file)
+        for problem in problems:
+            check.fail(f"{key}.tasks", get(policy, "tasks"), f"a task set ({problem})")
+    if trace_file is not None:
+        try:
+            trace.parse(json.loads(trace_file))
+        except ValueError as error:
+            check.fail(f"{key}.trace", get(policy, "trace"), f"a replay trace ({error})")
+    result = rollout_gate.Policy(
+        alpha=check.number(f"{key}.alpha", get(policy, "alpha"), 0, 0.5, default=0.05, lo_open=True),
+        candidate_pass_rate_min=check.number(f"{key}.candidatePassRateMin",
+                                             get(policy, "candidatePassRateMin"), 0, 1, default=0.9),
+        tool_call_pass_rate_min=check.number(f"{key}.toolCallPassRateMin",
+                                             get(policy, "toolCallPassRateMin"), 0, 1, default=1.0),
+        tool_call_samples=check.integer(f"{key}.toolCallSamples", get(policy, "toolCallSamples"),
+                                        rollout_gate.MIN_TOOL_CALL_SAMPLES, default=200),
+        concurrency=check.integer(f"{key}.concurrency", get(policy, "concurrency"), 1, 256, default=4),
+        ttft_p95_seconds=check.number(f"{key}.ttftP95Seconds", get(policy, "ttftP95Seconds"), 0,
+                                      default=2.0, lo_open=True),
+        itl_p95_seconds=check.number(f"{key}.itlP95Seconds", get(policy, "itlP95Seconds"), 0,
+                                     default=0.1, lo_open=True),
+        tasks_sha256=rollout_gate.sha256(tasks_file or b""),
+        trace_sha256=rollout_gate.sha256(trace_file or b""),
     )
-    return result if check.clean_since(start) else None
+    return (result, tasks_file, tasks, trace_file) if check.clean_since(start) else None
+
+
+def _gate(check: Checker, key: str, value: Any) -> RolloutGate | None:
+    """The stack's gate policy and the records gate runs wrote into its records folder, each
+    checked against its evidence (spear/rollout_gate.py::check_record)."""
+    start = check.mark()
+    gate = check.obj(key, value, ("policy", "records"), required=False)
+    if not gate:
+        return None
+    found = gate_policy(check, f"{key}.policy", get(gate, "policy"))
+    folder = check.text(f"{key}.records", get(gate, "records"), relative_subdir,
+                        "the folder, inside the project, that scripts/gate writes records into")
+    if found is None or folder is None:
+        return None
+    policy, tasks_file, tasks, _ = found
+    raw: dict[str, Any] = {}
+    evidence: dict[str, bytes] = {}
+    records = []
+    for path in sorted(Path(folder).glob("*.json")):
+        name = path.stem
+        where = f"{key}.records ({path})"
+        try:
+            raw[name] = json.loads(path.read_bytes())
+            file = raw[name]["evidence"]["file"]
+        except (OSError, ValueError, KeyError, TypeError) as error:
+            check.report(where, "not a record", f"a record scripts/gate wrote ({error})")
+            continue
+        if not isinstance(file, str) or relative_subdir(file) != file or "/" in file:
+            check.report(f"{where}.evidence.file", show(file), "a file name in the records folder")
+            continue
+        with contextlib.suppress(OSError):
+            evidence[name] = (path.parent / file).read_bytes()
+        record, problems = rollout_gate.check_record(raw[name], evidence.get(name), tasks, policy)
+        for problem in problems:
+            field, _, why = problem.partition(": ")
+            check.report(f"{where}.{field}", "a record that does not stand", why)
+        if record is not None:
+            records.append(record)
+    if not check.clean_since(start):
+        return None
+    return RolloutGate(policy=policy, records=tuple(records), written=raw, evidence=evidence,
+                       tasks=tasks_file)
 
 
 def _check_rollout(check: Checker, fleet: VllmFleet) -> None:

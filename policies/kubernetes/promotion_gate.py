@@ -1,18 +1,23 @@
-"""A canary is promoted to stable only on a passing gate result recorded for exactly that pair
+"""A canary is promoted to stable only on a passing gate run recorded for exactly that pair
 (seed 001 step 8, "How to maintain it"). The stable Deployment's own image tag, model and
 revision are the pair; the fleet's rollout record (a ConfigMap in its namespace) holds the
-previous pair and the gate records, judged by spear/rollout_gate.py, as the config check before
-`pulumi up` judges them."""
+previous pair, the gate policy, the records as scripts/gate wrote them, and (binaryData) the
+task set and each record's evidence. Each record is re-judged from its evidence here with
+spear/rollout_gate.py::check_record, as the config check before `pulumi up` does: a verdict
+written into the ConfigMap is not believed."""
 
 from __future__ import annotations
 
+import base64
+import gzip
 import json
 
 from pulumi_policy import EnforcementLevel, ReportViolation, StackValidationArgs, StackValidationPolicy
 
 from policies.common import flag_value, unknown_is_violation, vllm_containers
 from spear import rollout_gate, tokens
-from spear.fleet import PART, PREVIOUS_JSON, RECORDS_JSON, ROLLOUT, STABLE, TRACK
+from spear.fleet import (GATE_POLICY_JSON, GATE_TASKS_GZ, PART, PREVIOUS_JSON, RECORDS_JSON,
+                         ROLLOUT, STABLE, TRACK, evidence_key)
 from spear.rules import IMAGE
 from spear.vllm import REVISION_FLAG
 
@@ -24,34 +29,59 @@ def _pair(container, argv) -> rollout_gate.Pair:
     return ((match["tag"] or "") if match else "", argv[2], flag_value(argv, REVISION_FLAG) or "")
 
 
+def _unzip(binary, key: str) -> bytes | None:
+    return gzip.decompress(base64.b64decode(binary[key])) if key in binary else None
+
+
+def _records(props) -> tuple[list[rollout_gate.Record], list[str]]:
+    """The rollout record's gate records that stand when re-judged, and why the others do not."""
+    data, binary = props["data"], props.get("binaryData") or {}
+    policy_json = json.loads(data[GATE_POLICY_JSON])
+    if policy_json is None:
+        return [], []
+    policy = rollout_gate.Policy(**policy_json)
+    tasks, problems = rollout_gate.parse_tasks(_unzip(binary, GATE_TASKS_GZ) or b"")
+    if problems:
+        return [], [f"the task set does not parse ({'; '.join(problems)})"]
+    checked, refused = [], []
+    for written in json.loads(data[RECORDS_JSON]):
+        name = written.get("name") if isinstance(written, dict) else None
+        record, found = rollout_gate.check_record(written, _unzip(binary, evidence_key(str(name))),
+                                                  tasks, policy)
+        if record is None:
+            refused.append(f"record {name} does not stand ({'; '.join(found)})")
+        else:
+            checked.append(record)
+    return checked, refused
+
+
 def k8s_promotion_gate(args: StackValidationArgs, report: ReportViolation) -> None:
     with unknown_is_violation(report):
-        records = {r.props["metadata"]["namespace"]: r.props["data"] for r in args.resources
-                   if r.resource_type == tokens.K8S_CONFIG_MAP.type
-                   and (r.props["metadata"].get("labels") or {}).get(PART) == ROLLOUT}
+        rollouts = {r.props["metadata"]["namespace"]: r.props for r in args.resources
+                    if r.resource_type == tokens.K8S_CONFIG_MAP.type
+                    and (r.props["metadata"].get("labels") or {}).get(PART) == ROLLOUT}
         for resource in args.resources:
             if resource.resource_type != tokens.K8S_DEPLOYMENT.type \
                     or (resource.props["metadata"].get("labels") or {}).get(TRACK) != STABLE:
                 continue
             namespace = resource.props["metadata"]["namespace"]
-            if namespace not in records:
+            if namespace not in rollouts:
                 report(f"{SEED}: {resource.name} serves the stable track in {namespace!r}, which has"
                        " no rollout record. Fix: declare the fleet through vllmFleet, which writes it.",
                        resource.urn)
                 continue
-            data = records[namespace]
-            previous = json.loads(data[PREVIOUS_JSON])
-            gate = [rollout_gate.from_json(r) for r in json.loads(data[RECORDS_JSON])]
+            previous = json.loads(rollouts[namespace]["data"][PREVIOUS_JSON])
+            records, refused = _records(rollouts[namespace])
             for container, argv in vllm_containers(resource.props):
                 stable = _pair(container, argv)
                 reasons = rollout_gate.promotion_refusals(
                     stable, None if previous is None else
-                    (previous["tag"], previous["model"], previous["revision"]), gate)
+                    (previous["tag"], previous["model"], previous["revision"]), records)
                 if reasons:
                     report(f"{SEED}: {resource.name} promotes {rollout_gate.describe(stable)} to"
-                           f" stable without a passing gate record: {'; '.join(reasons)}. Fix:"
-                           " record the gate's result for exactly this pair in"
-                           " vllmFleet.rolloutGate, or roll back to the previous pair.", resource.urn)
+                           f" stable without a passing gate record: {'; '.join(refused + reasons)}."
+                           " Fix: run scripts/gate on the candidate and commit the record it"
+                           " writes, or roll back to the previous pair.", resource.urn)
 
 
 POLICY = StackValidationPolicy(

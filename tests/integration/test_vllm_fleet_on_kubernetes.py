@@ -31,7 +31,8 @@ from localhosts import local_stack
 from spear import throughput, vllm
 from spear.review import summarize
 from spear_gateway.tenancy import Tenant
-from tests.support.config_cases import CANARY_PAIR, NEXT_REVISION, STABLE_PAIR, passing_record
+from tests.support import gate_records
+from tests.support.config_cases import CANARY_PAIR, NEXT_REVISION, STABLE_PAIR
 from tests.support.engine import REPO, Project, engine_env, without_inference_hosts
 from tests.support.kube import clear
 from tests.support.stack_files import local_inference_hosts
@@ -115,13 +116,14 @@ def set_pair(project: Project, key: str, pair: dict[str, str] | None) -> None:
     project.set_object(STACK, f"vllmFleet.{key}", pair)
 
 
-def record_config(project: Project, name: str, record: dict[str, Any]) -> None:
-    """vllmFleet.rolloutGate.<name> = record, with numbers as numbers."""
+def record_gate(project: Project, name: str, pair: dict[str, str]) -> None:
+    """A passing gate record for `pair` in the project's records folder (as scripts/gate writes
+    one; tests/integration/test_rollout_gate.py runs the gate itself), and the stack's
+    vllmFleet.rolloutGate naming the policy it ran under and that folder."""
+    gate_records.write_record(name, pair, folder=str(project.dir / gate_records.RECORDS))
     path = project.dir / "stacks" / f"Pulumi.{STACK}.yaml"
     doc = yaml.safe_load(path.read_text())
-    fleet = doc["config"]["spear-fleet:vllmFleet"]
-    gates = fleet.get("rolloutGate")
-    fleet["rolloutGate"] = {**(gates if isinstance(gates, dict) else {}), name: record}
+    doc["config"]["spear-fleet:vllmFleet"]["rolloutGate"] = gate_records.gate_config()
     path.write_text(yaml.safe_dump(doc))
 
 
@@ -286,7 +288,7 @@ def test_a_promotion_without_a_passing_record_is_refused_before_anything_changes
 
 def test_a_promotion_with_a_passing_record_rolls_the_canarys_pair_out_as_stable(fleet):
     project, client = fleet
-    record_config(project, "canary-1", passing_record(CANARY_PAIR))
+    record_gate(project, "canary-1", CANARY_PAIR)
     set_pair(project, "canary", None)
     before = project.outputs(STACK)["gateway"]["fleet_routes"]["stable"]["throughput"]
     up = project.up(STACK)

@@ -155,17 +155,6 @@ VLLM_FLEET = {
 }
 
 
-def passing_record(pair: dict[str, str]) -> dict[str, Any]:
-    """A gate record that passes, for `pair` (b=1, c=9: p = 0.0215 < 0.05)."""
-    return {"pin": {"engineVersion": pair["tag"], "model": pair["model"],
-                    "revision": pair["revision"], "gatewayVersion": "1.91.1",
-                    "harnessVersions": {"claude-code": "2.1.3", "codex": "0.98.0"}},
-            "toolCalls": {"passed": 400, "total": 400},
-            "pairedEval": {"b": 1, "c": 9, "alpha": 0.05},
-            "latency": {"ttftSeconds": 0.8, "ttftSloSeconds": 1.5, "itlSeconds": 0.04,
-                        "itlSloSeconds": 0.06}}
-
-
 def fleet_raw(**fleet: Any) -> dict[str, Any]:
     """prod with the test fleet (its keys overridden by `fleet`), the ambient kubeconfig, and
     vLLM's API key."""
@@ -174,7 +163,8 @@ def fleet_raw(**fleet: Any) -> dict[str, Any]:
     return {**raw, "vllmApiKey": "sk-vllm-test"}
 
 
-def promoted_raw(record: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The fleet after the canary was promoted: stable is the canary's pair, previous the old one."""
+def promoted_raw(gate: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The fleet after the canary was promoted: stable is the canary's pair, previous the old one;
+    `gate`: its rolloutGate (tests/support/gate_records.py::gate_config)."""
     return fleet_raw(stable=CANARY_PAIR, previous=STABLE_PAIR,
-                     rolloutGate={} if record is None else {"canary-1": record})
+                     **({} if gate is None else {"rolloutGate": gate}))

@@ -23,7 +23,7 @@ from localhosts import kubebuild
 REPO = Path(__file__).resolve().parents[2]
 # The committed prod/dev placeholder secrets are encrypted with this passphrase (scripts/env.sh).
 EXAMPLE_PASSPHRASE = "spear-fleet-example"
-PROJECT_FILES = ("__main__.py", "config", "components", "spear", "hosts", "requirements.txt")
+PROJECT_FILES = ("__main__.py", "config", "components", "spear", "gate", "hosts", "requirements.txt")
 
 
 def engine_env() -> dict[str, str]:

@@ -1,21 +1,35 @@
+"""k8s-promotion-gate: the stable pair is the previous one or has a passing gate record, each
+record re-judged from the evidence the rollout ConfigMap carries (a verdict written there by hand
+or by another program is not believed)."""
+
+import base64
+import gzip
 import json
 
+import pytest
+
 from policies.kubernetes.promotion_gate import POLICY
-from tests.support.config_cases import CANARY_PAIR, STABLE_PAIR, passing_record
+from tests.support import gate_records as records
+from tests.support.config_cases import CANARY_PAIR, STABLE_PAIR
 from tests.support.policy_harness import UNKNOWN, check_stack, kube_objects, kube_stack, prod_stack
 
 SEED = "seed 001 step 8 (gate the rollout on the acceptance test)"
+PROMOTED = "vllm-stable promotes v0.25.0 @ Qwen/Qwen3-Coder-Next-FP8 revision 1234567 to stable"
 
 
-def promoted(record=None):
-    """The fleet promoted with a passing record, then (when given) the record replaced in the
-    rollout ConfigMap, as a stack edited by hand or by another program would show it."""
-    objects = kube_objects(stable=CANARY_PAIR, previous=STABLE_PAIR,
-                           rolloutGate={"canary-1": passing_record(CANARY_PAIR)})
-    if record is not None:
-        data = objects["vllm-rollout"][1]["data"]
-        data["gate-records.json"] = json.dumps(record)
-    return objects
+@pytest.fixture(autouse=True)
+def project(tmp_path, monkeypatch):
+    monkeypatch.chdir(records.project(tmp_path))
+
+
+def promoted(**run):
+    """The fleet promoted with a record the gate wrote (its run as `run` says)."""
+    records.write_record("canary-1", CANARY_PAIR, **run)
+    return kube_objects(stable=CANARY_PAIR, previous=STABLE_PAIR, rolloutGate=records.gate_config())
+
+
+def rollout(objects):
+    return objects["vllm-rollout"][1]
 
 
 def test_a_promotion_with_a_passing_record_and_a_rollback_pass():
@@ -25,16 +39,42 @@ def test_a_promotion_with_a_passing_record_and_a_rollback_pass():
 
 
 def test_a_promotion_whose_record_fails_is_a_violation():
-    [record] = json.loads(promoted()["vllm-rollout"][1]["data"]["gate-records.json"])
-    record["toolCalls"]["passed"] = 390
-    [message] = check_stack(POLICY, prod_stack(), kube_stack(promoted([record])))
-    assert message.startswith(f"{SEED}: vllm-stable promotes v0.25.0 @ Qwen/Qwen3-Coder-Next-FP8"
-                              " revision 1234567 to stable without a passing gate record: record"
-                              " canary-1: the tool-call validator passed 390 of 400")
+    records.write_record("canary-1", CANARY_PAIR, markup_calls=4)
+    objects = kube_objects(stable=STABLE_PAIR, previous=STABLE_PAIR, rolloutGate=records.gate_config())
+    # The stack file then moved to the canary's pair anyway (the config check would refuse it):
+    # the ConfigMap's record fails when re-judged.
+    promoted_objects = promoted()
+    rollout(promoted_objects)["data"] = rollout(objects)["data"]
+    rollout(promoted_objects)["binaryData"] = rollout(objects)["binaryData"]
+    [message] = check_stack(POLICY, prod_stack(), kube_stack(promoted_objects))
+    assert message.startswith(f"{SEED}: {PROMOTED} without a passing gate record: record canary-1:"
+                              " the tool-call validator admitted 96 of 100 live samples")
+
+
+def test_a_record_edited_in_the_configmap_does_not_stand():
+    objects = promoted()
+    data = rollout(objects)["data"]
+    [record] = json.loads(data["gate-records.json"])
+    record["results"]["toolCalls"]["total"] = 400
+    data["gate-records.json"] = json.dumps([record])
+    [message] = check_stack(POLICY, prod_stack(), kube_stack(objects))
+    assert "record canary-1 does not stand (results.toolCalls.total: 400 where the evidence gives 100)" \
+        in message
+
+
+def test_evidence_altered_in_the_configmap_does_not_stand():
+    objects = promoted()
+    binary = rollout(objects)["binaryData"]
+    evidence = gzip.decompress(base64.b64decode(binary["evidence.canary-1.jsonl.gz"]))
+    binary["evidence.canary-1.jsonl.gz"] = base64.b64encode(gzip.compress(evidence + b"\n")).decode()
+    [message] = check_stack(POLICY, prod_stack(), kube_stack(objects))
+    assert "evidence.sha256:" in message and "it was altered after the run" in message
 
 
 def test_a_promotion_without_any_record_is_a_violation():
-    [message] = check_stack(POLICY, prod_stack(), kube_stack(promoted([])))
+    objects = promoted()
+    rollout(objects)["data"]["gate-records.json"] = "[]"
+    [message] = check_stack(POLICY, prod_stack(), kube_stack(objects))
     assert "no gate record pins exactly v0.25.0 @ Qwen/Qwen3-Coder-Next-FP8 revision 1234567" in message
 
 
@@ -47,6 +87,6 @@ def test_a_stable_deployment_without_a_rollout_record_is_a_violation():
 
 def test_unknown_records_cannot_pass():
     objects = promoted()
-    objects["vllm-rollout"][1]["data"]["gate-records.json"] = UNKNOWN
+    rollout(objects)["data"]["gate-records.json"] = UNKNOWN
     [message] = check_stack(POLICY, prod_stack(), kube_stack(objects))
     assert "cannot be verified at preview" in message

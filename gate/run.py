@@ -1,0 +1,248 @@
+"""One run of the rollout gate against the live path (seed 001 step 8), and its CLI.
+
+Everything goes through one OpenAI-compatible base URL with one key, addressing stable and
+candidate by route (the model name the gateway routes): so the same run works for any endpoint
+family behind the gateway. The three steps:
+1. tool calls: `toolCallSamples` requests offering the tool registry's tools to the candidate,
+   at the policy's concurrency;
+2. the paired eval: every task of the task set against stable and against the candidate;
+3. latency: the trace replayed against the candidate (arrivals at their offsets, at most
+   `concurrency` in flight), streamed, with the arrival time of every chunk that carries output.
+Every request and answer goes to the evidence file (JSON lines); the record beside it carries
+the evidence's sha256 and the results spear/rollout_gate.py computes from it, which is also
+what the config check and the policy pack recompute. Nothing here judges: it only measures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gate import trace as traces
+from spear import rollout_gate
+from spear.rules import CODER_MODEL
+
+# The tool-call step's prompts, cycled: coding requests a registry tool answers.
+TOOL_PROMPTS = (
+    "Read src/app.py and summarise it.",
+    "Open src/app.py: where is the config parsed?",
+    "Read src/app.py: what does main() return?",
+    "Which function in src/app.py handles a missing key? Read it.",
+)
+MAX_TOKENS = 128
+REQUEST_TIMEOUT = 120.0
+# One word per token in the qwen2 tokenizer, so promptWords is close to prompt tokens.
+FILLER = " the"
+
+
+class GateError(Exception):
+    pass
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    base_url: str  # up to and without /v1
+    key: str
+
+    def _request(self, path: str, body: dict[str, Any] | None) -> urllib.request.Request:
+        data = None if body is None else json.dumps(body).encode()
+        return urllib.request.Request(f"{self.base_url}{path}", data=data, headers={
+            "Authorization": f"Bearer {self.key}", "Content-Type": "application/json"})
+
+    def post(self, body: dict[str, Any]) -> tuple[int, Any]:
+        """(status, the JSON answer, or its text when it is not JSON)."""
+        try:
+            with urllib.request.urlopen(self._request("/v1/chat/completions", body),
+                                        timeout=REQUEST_TIMEOUT) as resp:
+                status, raw = resp.status, resp.read()
+        except urllib.error.HTTPError as error:
+            status, raw = error.code, error.read()
+        try:
+            return status, json.loads(raw)
+        except ValueError:
+            return status, raw.decode("utf-8", "replace")
+
+    def stream(self, body: dict[str, Any]) -> tuple[int, list[float], str]:
+        """(status, seconds after sending at which each chunk carrying output arrived, the text)."""
+        sent = time.monotonic()
+        chunks, text = [], []
+        try:
+            with urllib.request.urlopen(self._request("/v1/chat/completions", {**body, "stream": True}),
+                                        timeout=REQUEST_TIMEOUT) as resp:
+                for line in _sse_data(resp):
+                    if line == "[DONE]":
+                        break
+                    delta = (json.loads(line).get("choices") or [{}])[0].get("delta") or {}
+                    if delta.get("content") or delta.get("tool_calls"):
+                        chunks.append(time.monotonic() - sent)
+                        text.append(delta.get("content") or "")
+                return resp.status, chunks, "".join(text)
+        except urllib.error.HTTPError as error:
+            return error.code, [], error.read().decode("utf-8", "replace")[:300]
+
+    def gateway_version(self) -> str | None:
+        """LiteLLM's version as the gateway reports it (None when it is not a LiteLLM gateway or
+        the key may not read it). Newer releases say it only on the authenticated details path."""
+        for path in ("/health/readiness/details", "/health/readiness"):
+            try:
+                with urllib.request.urlopen(self._request(path, None), timeout=10) as resp:
+                    version = json.load(resp).get("litellm_version")
+            except (OSError, ValueError):
+                continue
+            if version:
+                return version
+        return None
+
+
+def _sse_data(resp) -> Iterator[str]:
+    for raw in resp:
+        line = raw.decode().strip()
+        if line.startswith("data:"):
+            yield line[5:].strip()
+
+
+def tool_call_bodies(route: str, samples: int, tools: tuple[str, ...] = ("read_file",)) -> list[dict[str, Any]]:
+    """The tool-call step's requests, offering `tools` of the registry (read_file alone by
+    default: the local tiny model's 256-token window holds one tool definition and a prompt)."""
+    tools = [rollout_gate.tool_definition(name) for name in tools]
+    return [{"model": route, "max_tokens": MAX_TOKENS, "temperature": 0, "tools": tools,
+             "messages": [{"role": "user", "content": TOOL_PROMPTS[i % len(TOOL_PROMPTS)]}]}
+            for i in range(samples)]
+
+
+def trace_body(route: str, arrival: traces.Arrival) -> dict[str, Any]:
+    return {"model": route, "max_tokens": arrival.max_tokens,
+            "messages": [{"role": "user", "content": "Summarise:" + FILLER * arrival.prompt_words}]}
+
+
+def replay(arrivals: tuple[traces.Arrival, ...], concurrency: int,
+           send: Callable[[traces.Arrival], dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each arrival sent at its offset after the start, or as soon as fewer than `concurrency`
+    are in flight; each result gains `offset` and `sent` (seconds after the start)."""
+    slots = threading.Semaphore(concurrency)
+    start = time.monotonic()
+
+    def one(arrival: traces.Arrival) -> dict[str, Any]:
+        time.sleep(max(0.0, start + arrival.offset - time.monotonic()))
+        with slots:
+            sent = time.monotonic() - start
+            return {"offset": arrival.offset, "sent": round(sent, 6), **send(arrival)}
+
+    with ThreadPoolExecutor(max_workers=len(arrivals)) as pool:
+        return list(pool.map(one, arrivals))
+
+
+def run(endpoint: Endpoint, stable: str, candidate: str, policy: rollout_gate.Policy,
+        pin: rollout_gate.Pin, tasks: tuple[rollout_gate.Task, ...],
+        arrivals: tuple[traces.Arrival, ...], log: Callable[[str], None] = lambda _: None) -> bytes:
+    """The evidence of one gate run, as JSON lines."""
+    lines: list[dict[str, Any]] = [{"kind": rollout_gate.RUN, "pin": pin.to_json(),
+                                    "policy": policy.digest, "stable": stable,
+                                    "candidate": candidate}]
+    with ThreadPoolExecutor(max_workers=policy.concurrency) as pool:
+        log(f"tool calls: {policy.tool_call_samples} requests to {candidate}")
+        bodies = tool_call_bodies(candidate, policy.tool_call_samples)
+        for body, (status, answer) in zip(bodies, pool.map(endpoint.post, bodies)):
+            lines.append({"kind": rollout_gate.TOOL_CALL, "request": body, "status": status,
+                          "answer": answer})
+        log(f"paired eval: {len(tasks)} tasks, each to {stable} and {candidate}")
+        jobs = [(task, track, route) for task in tasks
+                for track, route in ((rollout_gate.STABLE_TRACK, stable),
+                                     (rollout_gate.CANDIDATE_TRACK, candidate))]
+        bodies = [rollout_gate.task_request(task, route, MAX_TOKENS) for task, _, route in jobs]
+        for (task, track, _), body, (status, answer) in zip(jobs, bodies, pool.map(endpoint.post, bodies)):
+            lines.append({"kind": rollout_gate.TASK, "task": task.id, "track": track,
+                          "request": body, "status": status, "answer": answer})
+    log(f"latency: {len(arrivals)} streamed requests to {candidate} at concurrency {policy.concurrency}")
+
+    def send(arrival: traces.Arrival) -> dict[str, Any]:
+        status, chunks, text = endpoint.stream(trace_body(candidate, arrival))
+        return {"promptWords": arrival.prompt_words, "maxTokens": arrival.max_tokens,
+                "status": status, "chunks": [round(c, 6) for c in chunks], "text": text}
+
+    lines += [{"kind": rollout_gate.STREAM, **result}
+              for result in replay(arrivals, policy.concurrency, send)]
+    return "".join(json.dumps(line, sort_keys=True) + "\n" for line in lines).encode()
+
+
+def write(folder: Path, name: str, pin: rollout_gate.Pin, policy: rollout_gate.Policy,
+          evidence: bytes, tasks: tuple[rollout_gate.Task, ...]) -> dict[str, Any]:
+    """Write `<name>.evidence.jsonl` and `<name>.json` (the record) into `folder`."""
+    folder.mkdir(parents=True, exist_ok=True)
+    evidence_file = f"{name}.evidence.jsonl"
+    (folder / evidence_file).write_bytes(evidence)
+    record = rollout_gate.record_json(name, pin, policy, evidence, tasks, evidence_file)
+    (folder / f"{name}.json").write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
+    return record
+
+
+def table(record: dict[str, Any], policy: rollout_gate.Policy) -> str:
+    """The verdict table a person reads."""
+    calls, paired, latency = (record["results"][k] for k in ("toolCalls", "pairedEval", "latency"))
+    reasons = ", ".join(f"{k.split(':', 1)[1]} {n}" for k, n in calls.items() if k.startswith("reason:"))
+    rows = [
+        ("tool calls", f"{calls['passed']}/{calls['total']} admitted ({reasons})",
+         f">= {policy.tool_call_pass_rate_min:g} of >= {policy.tool_call_samples}"),
+        ("paired eval", f"{paired['tasks']} tasks: stable {paired['stablePassed']}, candidate"
+                        f" {paired['candidatePassed']}; b={paired['b']} c={paired['c']}"
+                        f" p={paired['p']:.4g}",
+         f"no regression at alpha {policy.alpha:g}; candidate >= {policy.candidate_pass_rate_min:g}"),
+        ("TTFT", " ".join(f"p{q} {latency[f'ttftP{q}'] * 1000:.1f} ms" for q in rollout_gate.PERCENTILES)
+         + f" ({latency['requests']} streamed, {latency['failed']} failed)",
+         f"p95 <= {policy.ttft_p95_seconds * 1000:g} ms"),
+        ("ITL", " ".join(f"p{q} {latency[f'itlP{q}'] * 1000:.1f} ms" for q in rollout_gate.PERCENTILES),
+         f"p95 <= {policy.itl_p95_seconds * 1000:g} ms"),
+    ]
+    width = max(len(r[0]) for r in rows)
+    out = [f"gate {record['name']}: {rollout_gate.describe(rollout_gate.pin_from_json(record['pin']).pair)}"]
+    out += [f"  {label:<{width}}  {found}  [{wanted}]" for label, found, wanted in rows]
+    out.append("  verdict: " + ("PASS" if not record["failures"] else
+                                "FAIL\n" + "\n".join(f"    - {f}" for f in record["failures"])))
+    return "\n".join(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    from gate import stack as stacks  # the stack's config, read with the config check's parsers
+
+    parser = argparse.ArgumentParser(prog="scripts/gate", description=__doc__.split("\n")[0])
+    parser.add_argument("--stack", required=True, help="the stack whose rolloutGate policy applies")
+    parser.add_argument("--candidate", required=True, help="the candidate's route (model name)")
+    parser.add_argument("--stable", default=CODER_MODEL, help=f"stable's route (default {CODER_MODEL})")
+    parser.add_argument("--name", default=None, help="the record's name (default: candidate-<UTC time>)")
+    parser.add_argument("--url", default=None, help="the gateway's base URL (default: the stack's)")
+    parser.add_argument("--key-env", default="SPEAR_GATE_KEY",
+                        help="the environment variable holding the CI key (default SPEAR_GATE_KEY)")
+    args = parser.parse_args(argv)
+    try:
+        stack = stacks.load(args.stack)
+        key = os.environ.get(args.key_env)
+        if not key:
+            raise GateError(f"{args.key_env} is not set: export the stack's CI key"
+                            f" ({stack.ci_key_hint}) into it")
+        endpoint = Endpoint((args.url or stack.gateway_url).rstrip("/"), key)
+        pin = stack.candidate_pin(endpoint.gateway_version())
+        name = args.name or f"{args.candidate}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
+        evidence = run(endpoint, args.stable, args.candidate, stack.policy, pin,
+                       stack.tasks, stack.arrivals, log=lambda m: print(m, file=sys.stderr))
+        record = write(stack.records, name, pin, stack.policy, evidence, stack.tasks)
+    except (GateError, OSError, ValueError) as error:
+        print(f"scripts/gate: {error}", file=sys.stderr)
+        return 2
+    print(table(record, stack.policy))
+    print(f"wrote {stack.records / (name + '.json')} and its evidence", file=sys.stderr)
+    return 0 if not record["failures"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

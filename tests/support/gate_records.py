@@ -1,0 +1,108 @@
+"""Gate records and evidence made in a test, for the checks that judge them (config, policy):
+answers shaped as an OpenAI-compatible server gives them, chosen to pass or fail each task. A
+real run against llama-server is tests/integration/test_rollout_gate.py's."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+from gate import run as gate_run
+from gate import trace
+from spear import rollout_gate
+from spear.rules import SMOKE_ANSWER
+
+REPO = Path(__file__).resolve().parents[2]
+TASKS = "gate/tasks/local.jsonl"
+TRACE = "gate/traces/default.json"
+RECORDS = "stacks/gate/test"
+POLICY_CONFIG = {"alpha": 0.05, "candidatePassRateMin": 0.9, "toolCallPassRateMin": 1.0,
+                 "toolCallSamples": 100, "concurrency": 4, "ttftP95Seconds": 1.5,
+                 "itlP95Seconds": 0.06, "tasks": TASKS, "trace": TRACE}
+
+
+def project(tmp: Path) -> Path:
+    """A project folder with the repository's task set and trace, to chdir into."""
+    shutil.copytree(REPO / "gate", tmp / "gate", dirs_exist_ok=True)
+    return tmp
+
+
+def policy(**changes: Any) -> rollout_gate.Policy:
+    """POLICY_CONFIG (with changes) as the config check reads it, from the current folder."""
+    given = {**POLICY_CONFIG, **changes}
+    return rollout_gate.Policy(
+        alpha=given["alpha"], candidate_pass_rate_min=given["candidatePassRateMin"],
+        tool_call_pass_rate_min=given["toolCallPassRateMin"],
+        tool_call_samples=given["toolCallSamples"], concurrency=given["concurrency"],
+        ttft_p95_seconds=given["ttftP95Seconds"], itl_p95_seconds=given["itlP95Seconds"],
+        tasks_sha256=rollout_gate.sha256(Path(given["tasks"]).read_bytes()),
+        trace_sha256=rollout_gate.sha256(Path(given["trace"]).read_bytes()))
+
+
+def tasks() -> tuple[rollout_gate.Task, ...]:
+    return rollout_gate.parse_tasks(Path(TASKS).read_bytes())[0]
+
+
+def pin(pair: dict[str, str]) -> rollout_gate.Pin:
+    return rollout_gate.Pin(pair["tag"], pair["model"], pair["revision"], "1.91.1",
+                            (("claude-code", "2.1.3"), ("codex", "0.98.0")))
+
+
+def text_answer(text: str) -> dict[str, Any]:
+    return {"choices": [{"index": 0, "finish_reason": "stop",
+                         "message": {"role": "assistant", "content": text}}]}
+
+
+def call_answer(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    return {"choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
+        "role": "assistant", "content": None, "tool_calls": [
+            {"id": "call-1", "type": "function",
+             "function": {"name": name, "arguments": json.dumps(arguments)}}]}}]}
+
+
+MARKUP = text_answer('<tool_call>\n{"name": "read_file", "arguments": {"path": "src/app.py"}}\n</tool_call>')
+
+
+def _right(task: rollout_gate.Task) -> dict[str, Any]:
+    if "tool-call" in task.check:
+        return call_answer(task.check["tool-call"]["name"], task.check["tool-call"]["arguments"])
+    return text_answer(next(iter(task.check["answer"].values())))
+
+
+def evidence(pair: dict[str, str], gate: rollout_gate.Policy, *, samples: int | None = None,
+             markup_calls: int = 0, candidate_fails: int = 0, stable_fails: int = 0,
+             ttft: float = 0.05, itl: float = 0.01) -> bytes:
+    """A run's evidence: `samples` tool calls (the last `markup_calls` answered as text), every
+    task (the candidate failing the first `candidate_fails`, stable the last `stable_fails`),
+    the default trace streamed with a constant TTFT and ITL."""
+    samples = gate.tool_call_samples if samples is None else samples
+    lines: list[dict[str, Any]] = [{"kind": rollout_gate.RUN, "pin": pin(pair).to_json(),
+                                    "policy": gate.digest, "stable": "coder", "candidate": "canary"}]
+    for i, body in enumerate(gate_run.tool_call_bodies("canary", samples)):
+        answer = MARKUP if i >= samples - markup_calls else call_answer("read_file", {"path": "src/app.py"})
+        lines.append({"kind": rollout_gate.TOOL_CALL, "request": body, "status": 200, "answer": answer})
+    task_list = tasks()
+    for i, task in enumerate(task_list):
+        for track, fails in ((rollout_gate.STABLE_TRACK, i >= len(task_list) - stable_fails),
+                             (rollout_gate.CANDIDATE_TRACK, i < candidate_fails)):
+            lines.append({"kind": rollout_gate.TASK, "task": task.id, "track": track, "status": 200,
+                          "answer": text_answer("no") if fails else _right(task)})
+    for arrival in trace.parse(json.loads(Path(TRACE).read_text())):
+        chunks = [round(ttft + n * itl, 6) for n in range(5)]
+        lines.append({"kind": rollout_gate.STREAM, "offset": arrival.offset, "sent": arrival.offset,
+                      "status": 200, "chunks": chunks, "text": SMOKE_ANSWER})
+    return "".join(json.dumps(line, sort_keys=True) + "\n" for line in lines).encode()
+
+
+def write_record(name: str, pair: dict[str, str], gate: rollout_gate.Policy | None = None,
+                 folder: str = RECORDS, **run: Any) -> Path:
+    """A record and its evidence written as scripts/gate writes them; the record's path."""
+    gate = gate or policy()
+    gate_run.write(Path(folder), name, pin(pair), gate, evidence(pair, gate, **run), tasks())
+    return Path(folder) / f"{name}.json"
+
+
+def gate_config(folder: str = RECORDS, **changes: Any) -> dict[str, Any]:
+    return {"policy": {**POLICY_CONFIG, **changes}, "records": folder}

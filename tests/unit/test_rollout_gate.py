@@ -1,0 +1,215 @@
+"""The rollout gate (spear/rollout_gate.py): the verdict is no significant regression plus the
+stack's floors and SLOs; percentiles and the trace replay's timing; and a record is believed only
+as far as its evidence, re-judged, bears it out: the config check refuses, naming the field, a
+record edited by hand, evidence altered or missing, a record of another pair or policy."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from config.checker import ConfigError
+from config.schema import parse
+from gate import run as gate_run
+from gate import trace
+from spear import rollout_gate
+from tests.support import gate_records as records
+from tests.support.config_cases import CANARY_PAIR, STABLE_PAIR, fleet_raw, problem_line, promoted_raw
+
+
+@pytest.fixture(autouse=True)
+def project(tmp_path, monkeypatch):
+    monkeypatch.chdir(records.project(tmp_path))
+    return tmp_path
+
+
+def found(**run) -> rollout_gate.Results:
+    policy = records.policy()
+    evidence = records.evidence(CANARY_PAIR, policy, **run)
+    result, problems = rollout_gate.results(rollout_gate.evidence_lines(evidence), records.tasks())
+    assert problems == []
+    return result
+
+
+def test_a_neutral_bump_with_every_floor_met_passes():
+    result = found()
+    assert (result.paired_eval["b"], result.paired_eval["c"], result.paired_eval["p"]) == (0, 0, 1.0)
+    assert rollout_gate.failures(result, records.policy()) == []
+
+
+def test_a_significant_regression_fails_with_b_c_and_p_shown():
+    result = found(candidate_fails=8)  # 6 of 14 passed: over a floor of 0.4, so only b, c, p
+    [regression] = rollout_gate.failures(result, records.policy(candidatePassRateMin=0.4))
+    assert regression == ("the candidate regresses on the paired eval: b=8 tasks stable passes and it"
+                          " fails, c=0 the reverse, exact McNemar p=0.007812 < alpha 0.05")
+
+
+def test_a_difference_that_is_not_significant_is_no_regression_but_the_floor_still_holds():
+    result = found(candidate_fails=2)
+    assert result.paired_eval["p"] == 0.5
+    [reason] = rollout_gate.failures(result, records.policy())
+    assert reason == "the candidate passed 12 of 14 tasks, below the floor 0.9"
+    assert rollout_gate.failures(result, records.policy(candidatePassRateMin=0.8)) == []
+
+
+def test_a_candidate_better_than_stable_passes():
+    assert rollout_gate.failures(found(stable_fails=5), records.policy()) == []
+
+
+def test_tool_calls_answered_as_text_fail_with_the_count_per_reason():
+    result = found(markup_calls=3)
+    assert result.tool_calls == {"total": 100, "passed": 97, "reason:ok": 97,
+                                 "reason:parser-not-configured": 3}
+    [reason] = rollout_gate.failures(result, records.policy())
+    assert reason == ("the tool-call validator admitted 97 of 100 live samples, below the floor 1"
+                      " (refused: parser-not-configured 3)")
+
+
+def test_fewer_samples_than_the_policy_asks_fail():
+    [reason] = rollout_gate.failures(found(samples=60), records.policy())
+    assert reason == "the tool-call validator ran on 60 live samples, fewer than the policy's 100"
+
+
+def test_latency_over_the_slos_fails_on_the_95th_percentile():
+    result = found(ttft=1.6, itl=0.07)
+    assert (result.latency["ttftP95"], result.latency["itlP95"]) == (1.6, pytest.approx(0.07))
+    reasons = rollout_gate.failures(result, records.policy())
+    assert reasons == ["TTFT p95 1.6s under replayed load exceeds the SLO 1.5s",
+                       "inter-token latency p95 0.07s under replayed load exceeds the SLO 0.06s"]
+
+
+def test_percentiles_are_nearest_rank():
+    values = [float(v) for v in range(1, 101)]
+    assert [rollout_gate.percentile(values, q) for q in (50, 95, 99, 100)] == [50, 95, 99, 100]
+    assert rollout_gate.percentile([0.3], 95) == 0.3 and rollout_gate.percentile([], 95) == 0.0
+
+
+def test_the_replay_sends_each_arrival_at_its_offset_and_never_more_than_the_concurrency():
+    arrivals = trace.parse({"requests": [{"offset": o, "promptWords": 1, "maxTokens": 1}
+                                         for o in (0.0, 0.0, 0.0, 0.3)]})
+    in_flight, peak, lock = [0], [0], threading.Lock()
+
+    def send(_):
+        with lock:
+            in_flight[0] += 1
+            peak[0] = max(peak[0], in_flight[0])
+        time.sleep(0.1)
+        with lock:
+            in_flight[0] -= 1
+        return {}
+
+    sent = [r["sent"] for r in gate_run.replay(arrivals, 2, send)]
+    assert peak[0] == 2
+    assert sent[0] < 0.05 and sent[1] < 0.05 and 0.09 < sent[2] < 0.2  # the third waited for a slot
+    assert 0.29 < sent[3] < 0.4
+
+
+def test_a_trace_out_of_order_is_refused():
+    with pytest.raises(ValueError, match=r"requests\[1\]: offsets >= 0 and sorted"):
+        trace.parse({"requests": [{"offset": 1, "promptWords": 1, "maxTokens": 1},
+                                  {"offset": 0.5, "promptWords": 1, "maxTokens": 1}]})
+
+
+def test_a_bad_task_line_is_named():
+    tasks, problems = rollout_gate.parse_tasks(b'{"id": "a", "messages": [], "check": {}}\n')
+    assert (tasks, problems) == ((), ["line 1: messages: a list of {role: system|user|assistant,"
+                                      " content: text}"])
+
+
+# --- the config check ------------------------------------------------------------------------
+
+def promote(**run):
+    records.write_record("canary-1", CANARY_PAIR, **run)
+    return promoted_raw(records.gate_config())
+
+
+def refused(raw) -> str:
+    with pytest.raises(ConfigError) as error:
+        parse(raw)
+    return str(error.value)
+
+
+def test_a_promotion_with_a_record_the_gate_wrote_is_accepted():
+    fleet = parse(promote()).vllm_fleet
+    [record] = fleet.gate_records
+    assert (record.name, record.pin.pair, record.passed) == (
+        "canary-1", ("v0.25.0", CANARY_PAIR["model"], CANARY_PAIR["revision"]), True)
+
+
+def test_a_promotion_whose_run_failed_is_refused_with_its_reasons():
+    with pytest.raises(ConfigError) as error:
+        parse(promote(candidate_fails=8))
+    line = problem_line(error.value, "vllmFleet.stable")
+    assert "record canary-1: the candidate regresses on the paired eval: b=8" in line
+    assert "p=0.007812 < alpha 0.05" in line
+
+
+def test_a_number_edited_by_hand_is_refused_naming_the_field():
+    path = records.write_record("canary-1", CANARY_PAIR, candidate_fails=8)
+    record = json.loads(path.read_text())
+    record["results"]["pairedEval"]["b"] = 0
+    record["results"]["pairedEval"]["p"] = 1.0
+    record["failures"] = []
+    path.write_text(json.dumps(record))
+    message = refused(promoted_raw(records.gate_config()))
+    assert "vllmFleet.rolloutGate.records (stacks/gate/test/canary-1.json).results.pairedEval.b" in message
+    assert "0 where the evidence gives 8" in message
+
+
+def test_evidence_altered_after_the_run_is_refused():
+    path = records.write_record("canary-1", CANARY_PAIR)
+    evidence = path.with_name("canary-1.evidence.jsonl")
+    evidence.write_bytes(evidence.read_bytes().replace(b'"status": 200', b'"status": 201', 1))
+    assert ".evidence.sha256" in refused(promoted_raw(records.gate_config()))
+
+
+def test_missing_evidence_is_refused():
+    records.write_record("canary-1", CANARY_PAIR).with_name("canary-1.evidence.jsonl").unlink()
+    assert "its file 'canary-1.evidence.jsonl' is missing" in refused(promoted_raw(records.gate_config()))
+
+
+def test_a_record_made_under_another_policy_is_refused():
+    records.write_record("canary-1", CANARY_PAIR)
+    message = refused(promoted_raw(records.gate_config(ttftP95Seconds=5)))
+    assert "the policy changed after the run, so run it again" in message
+
+
+def test_a_record_of_another_pair_does_not_promote():
+    records.write_record("canary-1", {**CANARY_PAIR, "tag": "v0.25.1"})
+    message = refused(promoted_raw(records.gate_config()))
+    assert "no gate record pins exactly v0.25.0" in message
+    assert "(records pin v0.25.1 @ Qwen/Qwen3-Coder-Next-FP8 revision 1234567)" in message
+
+
+def test_a_record_whose_pin_was_edited_is_refused():
+    path = records.write_record("canary-1", {**CANARY_PAIR, "tag": "v0.25.1"})
+    record = json.loads(path.read_text())
+    record["pin"]["engineVersion"] = "v0.25.0"
+    path.write_text(json.dumps(record))
+    assert "the evidence was measured on another pin" in refused(promoted_raw(records.gate_config()))
+
+
+def test_a_failing_record_does_not_hide_a_passing_one():
+    records.write_record("canary-1", CANARY_PAIR, candidate_fails=8)
+    records.write_record("canary-2", CANARY_PAIR)
+    assert parse(promoted_raw(records.gate_config())).vllm_fleet.stable.tag == "v0.25.0"
+
+
+def test_a_policy_setting_out_of_range_is_refused_before_anything_is_read():
+    message = refused(fleet_raw(rolloutGate=records.gate_config(toolCallSamples=20, alpha=0.7)))
+    assert "vllmFleet.rolloutGate.policy.toolCallSamples: got 20; allowed: an integer >= 100" in message
+    assert "vllmFleet.rolloutGate.policy.alpha: got 0.7; allowed: a number > 0 and <= 0.5" in message
+
+
+def test_a_task_set_outside_the_project_is_refused():
+    message = refused(fleet_raw(rolloutGate=records.gate_config(tasks="/etc/passwd")))
+    assert "vllmFleet.rolloutGate.policy.tasks" in message and "a path inside the project" in message
+
+
+def test_a_rollback_needs_no_record():
+    raw = fleet_raw(stable=STABLE_PAIR, previous=STABLE_PAIR, rolloutGate=records.gate_config())
+    assert parse(raw).vllm_fleet.gate_records == ()
