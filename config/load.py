@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pulumi
+from pulumi.runtime.sync_await import _sync_await
 
 from config.checker import NAMESPACE, ConfigError, Problem, show
 from config.schema import OBJECT_KEYS, TOP_KEYS, parse
@@ -83,6 +84,24 @@ def _key_text(owner: str, key: InlineKey | KeyFile, problems: list[Problem]) -> 
         return None
 
 
+def deployed_rollout() -> tuple[tuple[str, str, str], tuple[str, str, str] | None] | None:
+    """The fleet's (stable, previous) pairs as the stack's last update left them (None before the
+    first): its own `vllm_fleet.rollout` output, read back through a StackReference to itself,
+    so a promotion is gated against what is deployed, not against the `previous` a change
+    declares. Waited for here (as a synchronous invoke is) because the check runs before any
+    resource is registered; the reference is a read, which previews show as nothing."""
+    name = f"{pulumi.get_organization()}/{pulumi.get_project()}/{pulumi.get_stack()}"
+    fleet = _sync_await(pulumi.StackReference(name).get_output_details("vllm_fleet")).value
+    rollout = fleet.get("rollout") if isinstance(fleet, Mapping) else None
+    if not rollout:
+        return None
+
+    def key(pair: Any) -> tuple[str, str, str] | None:
+        return None if pair is None else (pair["tag"], pair["model"], pair["revision"])
+
+    return key(rollout["stable"]), key(rollout.get("previous"))  # a null output may come back absent
+
+
 def load() -> LoadedStack:
     """Read, check and type the stack config; raise before any resource exists."""
     raw = _read_raw()
@@ -90,7 +109,7 @@ def load() -> LoadedStack:
                 for key in SECRET_KEYS
                 if key in raw and not pulumi.runtime.is_config_secret(f"{NAMESPACE}:{key}")]
     try:
-        cfg: FleetConfig | None = parse(raw)
+        cfg: FleetConfig | None = parse(raw, deployed_rollout() if "vllmFleet" in raw else None)
     except ConfigError as error:
         problems[:0] = error.problems
         cfg = None

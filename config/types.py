@@ -492,6 +492,9 @@ class RolloutGate:
     written: dict[str, Any]  # record name -> the record file as the run wrote it
     evidence: dict[str, bytes]  # record name -> its evidence file
     tasks: bytes  # the task set the records' answers are judged by
+    # track (stable, canary) -> the developer whose key scripts/gate sends that track's requests
+    # with: the stable one in the general ring, the canary one in the pilot ring.
+    keys: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -509,6 +512,8 @@ class VllmFleet:
     agent_sandbox: AgentSandbox | None
     alerts: Alerts
     gate: RolloutGate | None  # None: the stack declares no gate, so no promotion passes
+    # (stable, previous) pair keys as the stack's last update left them; None before the first.
+    deployed: tuple[tuple[str, str, str], tuple[str, str, str] | None] | None
     # Each track's Service at a fixed cluster IP (track -> IP), so the gateway's routes to the
     # fleet are known at preview; {}: Kubernetes picks them, and the gateway cannot route there.
     service_ips: dict[str, str] = field(default_factory=dict)

@@ -1,8 +1,10 @@
 """One run of the rollout gate against the live path (seed 001 step 8), and its CLI.
 
-Everything goes through one OpenAI-compatible base URL with one key, addressing stable and
-candidate by route (the model name the gateway routes): so the same run works for any endpoint
-family behind the gateway. The three steps:
+Everything goes through the gateway's OpenAI-compatible API: stable and candidate are each a
+track, a key and a route (the model name the gateway routes). Behind a spear-fleet gateway both
+are `coder`, with a key in the general ring for stable and one in the pilot ring for the
+candidate, as the gateway serves the pilot ring from the fleet's canary; any other gateway may
+give the candidate a route of its own. The three steps:
 1. tool calls: `toolCallSamples` requests offering the tool registry's tools to the candidate,
    at the policy's concurrency;
 2. the paired eval: every task of the task set against stable and against the candidate;
@@ -17,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import threading
 import time
@@ -31,6 +32,7 @@ from typing import Any
 
 from gate import trace as traces
 from spear import rollout_gate
+from spear.fleet import CANARY, STABLE
 from spear.rules import CODER_MODEL
 
 # The tool-call step's prompts, cycled: coding requests a registry tool answers.
@@ -143,31 +145,45 @@ def replay(arrivals: tuple[traces.Arrival, ...], concurrency: int,
         return list(pool.map(one, arrivals))
 
 
-def run(endpoint: Endpoint, stable: str, candidate: str, policy: rollout_gate.Policy,
+@dataclass(frozen=True)
+class Track:
+    """Where one side of the comparison is asked: a key, and the route it asks for."""
+    endpoint: Endpoint
+    route: str
+    who: str  # for the evidence: the key's owner or alias, never the key
+
+    def describe(self) -> str:
+        return f"{self.route} as {self.who}"
+
+
+def run(stable: Track, candidate: Track, policy: rollout_gate.Policy,
         pin: rollout_gate.Pin, tasks: tuple[rollout_gate.Task, ...],
         arrivals: tuple[traces.Arrival, ...], log: Callable[[str], None] = lambda _: None) -> bytes:
     """The evidence of one gate run, as JSON lines."""
     lines: list[dict[str, Any]] = [{"kind": rollout_gate.RUN, "pin": pin.to_json(),
-                                    "policy": policy.digest, "stable": stable,
-                                    "candidate": candidate}]
+                                    "policy": policy.digest, "stable": stable.describe(),
+                                    "candidate": candidate.describe()}]
     with ThreadPoolExecutor(max_workers=policy.concurrency) as pool:
-        log(f"tool calls: {policy.tool_call_samples} requests to {candidate}")
-        bodies = tool_call_bodies(candidate, policy.tool_call_samples)
-        for body, (status, answer) in zip(bodies, pool.map(endpoint.post, bodies)):
+        log(f"tool calls: {policy.tool_call_samples} requests to {candidate.describe()}")
+        bodies = tool_call_bodies(candidate.route, policy.tool_call_samples)
+        for body, (status, answer) in zip(bodies, pool.map(candidate.endpoint.post, bodies)):
             lines.append({"kind": rollout_gate.TOOL_CALL, "request": body, "status": status,
                           "answer": answer})
-        log(f"paired eval: {len(tasks)} tasks, each to {stable} and {candidate}")
-        jobs = [(task, track, route) for task in tasks
-                for track, route in ((rollout_gate.STABLE_TRACK, stable),
-                                     (rollout_gate.CANDIDATE_TRACK, candidate))]
-        bodies = [rollout_gate.task_request(task, route, MAX_TOKENS) for task, _, route in jobs]
-        for (task, track, _), body, (status, answer) in zip(jobs, bodies, pool.map(endpoint.post, bodies)):
-            lines.append({"kind": rollout_gate.TASK, "task": task.id, "track": track,
-                          "request": body, "status": status, "answer": answer})
-    log(f"latency: {len(arrivals)} streamed requests to {candidate} at concurrency {policy.concurrency}")
+        log(f"paired eval: {len(tasks)} tasks, each to {stable.describe()} and {candidate.describe()}")
+        jobs = [(task, name, track) for task in tasks
+                for name, track in ((rollout_gate.STABLE_TRACK, stable),
+                                    (rollout_gate.CANDIDATE_TRACK, candidate))]
+        answers = pool.map(lambda job: job[2].endpoint.post(
+            rollout_gate.task_request(job[0], job[2].route, MAX_TOKENS)), jobs)
+        for (task, name, track), (status, answer) in zip(jobs, answers):
+            lines.append({"kind": rollout_gate.TASK, "task": task.id, "track": name,
+                          "request": rollout_gate.task_request(task, track.route, MAX_TOKENS),
+                          "status": status, "answer": answer})
+    log(f"latency: {len(arrivals)} streamed requests to {candidate.describe()} at concurrency"
+        f" {policy.concurrency}")
 
     def send(arrival: traces.Arrival) -> dict[str, Any]:
-        status, chunks, text = endpoint.stream(trace_body(candidate, arrival))
+        status, chunks, text = candidate.endpoint.stream(trace_body(candidate.route, arrival))
         return {"promptWords": arrival.prompt_words, "maxTokens": arrival.max_tokens,
                 "status": status, "chunks": [round(c, 6) for c in chunks], "text": text}
 
@@ -213,28 +229,26 @@ def table(record: dict[str, Any], policy: rollout_gate.Policy) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from gate import stack as stacks  # the stack's config, read with the config check's parsers
+    from gate import stack as stacks  # the stack's config and outputs, read with pulumi
 
     parser = argparse.ArgumentParser(prog="scripts/gate", description=__doc__.split("\n")[0])
-    parser.add_argument("--stack", required=True, help="the stack whose rolloutGate policy applies")
-    parser.add_argument("--candidate", required=True, help="the candidate's route (model name)")
+    parser.add_argument("--stack", required=True, help="the stack whose rolloutGate applies")
+    parser.add_argument("--candidate", default=CODER_MODEL,
+                        help=f"the candidate's route (default {CODER_MODEL}, asked with the pilot"
+                             " ring's key: the fleet's canary)")
     parser.add_argument("--stable", default=CODER_MODEL, help=f"stable's route (default {CODER_MODEL})")
-    parser.add_argument("--name", default=None, help="the record's name (default: candidate-<UTC time>)")
-    parser.add_argument("--url", default=None, help="the gateway's base URL (default: the stack's)")
-    parser.add_argument("--key-env", default="SPEAR_GATE_KEY",
-                        help="the environment variable holding the CI key (default SPEAR_GATE_KEY)")
+    parser.add_argument("--name", default=None, help="the record's name (default: <tag>-<UTC time>)")
     args = parser.parse_args(argv)
     try:
         stack = stacks.load(args.stack)
-        key = os.environ.get(args.key_env)
-        if not key:
-            raise GateError(f"{args.key_env} is not set: export the stack's CI key"
-                            f" ({stack.ci_key_hint}) into it")
-        endpoint = Endpoint((args.url or stack.gateway_url).rstrip("/"), key)
-        pin = stack.candidate_pin(endpoint.gateway_version())
-        name = args.name or f"{args.candidate}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
-        evidence = run(endpoint, args.stable, args.candidate, stack.policy, pin,
-                       stack.tasks, stack.arrivals, log=lambda m: print(m, file=sys.stderr))
+        stable = Track(Endpoint(stack.gateway_url, stack.keys[STABLE]), args.stable,
+                       stack.key_owners[STABLE])
+        candidate = Track(Endpoint(stack.gateway_url, stack.keys[CANARY]), args.candidate,
+                          stack.key_owners[CANARY])
+        pin = stack.candidate_pin(candidate.endpoint.gateway_version())
+        name = args.name or f"{pin.engine_version}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
+        evidence = run(stable, candidate, stack.policy, pin, stack.tasks, stack.arrivals,
+                       log=lambda m: print(m, file=sys.stderr))
         record = write(stack.records, name, pin, stack.policy, evidence, stack.tasks)
     except (GateError, OSError, ValueError) as error:
         print(f"scripts/gate: {error}", file=sys.stderr)

@@ -1,10 +1,12 @@
 """What scripts/gate needs from a stack: its rolloutGate policy (read by the config check's own
-parser), the records folder, the canary pair the record pins, and the gateway's URL."""
+parser), the records folder, the canary pair the record pins, the gateway's URL, and the keys of
+the developers rolloutGate.keys names (from the stack's `harnesses` output, a secret)."""
 
 from __future__ import annotations
 
 import json
 import subprocess
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -14,10 +16,14 @@ from config.schema import vllm_fleet
 from gate import trace
 from gate.run import GateError
 from spear import rollout_gate
+from spear.fleet import CANARY, STABLE
 
 
 def _pulumi(*args: str) -> Any:
-    done = subprocess.run(["pulumi", *args, "--json"], capture_output=True, text=True)
+    try:
+        done = subprocess.run(["pulumi", *args, "--json"], capture_output=True, text=True)
+    except FileNotFoundError:
+        raise GateError("pulumi is not on PATH: run `source scripts/env.sh` first") from None
     if done.returncode != 0:
         raise GateError(f"`pulumi {' '.join(args)}` failed: {done.stderr.strip()[-400:]}")
     return json.loads(done.stdout)
@@ -31,34 +37,53 @@ class GateStack:
     arrivals: tuple[trace.Arrival, ...]
     canary: dict[str, str] | None
     gateway_url: str
-    ci_key_hint: str = "a gateway key of its own for CI, not a person's"
+    keys: dict[str, str]  # track -> the key its requests are sent with
+    key_owners: dict[str, str]  # track -> the developer who owns that key
+
+    installed_version: str | None  # LiteLLM's, as the stack's install read it off the gateway
 
     def candidate_pin(self, gateway_version: str | None) -> rollout_gate.Pin:
+        """The canary's pair, and LiteLLM's version as the gateway reports it live (else as the
+        stack's install read it); harness versions are not pinned by the stack yet (issue 20)."""
         if self.canary is None:
             raise GateError("the stack declares no vllmFleet.canary: the pair a record pins")
-        if gateway_version is None:
-            raise GateError("the gateway did not report its LiteLLM version to this key")
+        version = gateway_version or self.installed_version
+        if not version:
+            raise GateError("neither the gateway nor the stack's outputs say LiteLLM's version")
         return rollout_gate.Pin(self.canary["tag"], self.canary["model"], self.canary["revision"],
-                                gateway_version, ())
+                                version, ())
 
 
 def load(stack: str) -> GateStack:
     config = _pulumi("config", "--stack", stack)
     fleet = (config.get(f"{NAMESPACE}:vllmFleet") or {}).get("objectValue") or {}
+    gate = get(fleet, "rolloutGate")
+    gate = gate if isinstance(gate, Mapping) else {}
     check = Checker()
-    found = vllm_fleet.gate_policy(check, "vllmFleet.rolloutGate.policy",
-                                   get(get(fleet, "rolloutGate") or {}, "policy")
-                                   if get(fleet, "rolloutGate") is not MISSING else MISSING)
-    records = get(get(fleet, "rolloutGate") or {}, "records") if fleet else MISSING
-    if records is MISSING:
+    found = vllm_fleet.gate_policy(check, "vllmFleet.rolloutGate.policy", get(gate, "policy"))
+    records = get(gate, "records")
+    if not isinstance(records, str):
         check.fail("vllmFleet.rolloutGate.records", MISSING, "the records folder (required)")
     try:
         check.raise_if_any()
     except ConfigError as error:
         raise GateError(str(error)) from None
     policy, _, tasks, trace_file = found
+    owners = get(gate, "keys")
+    owners = dict(owners) if isinstance(owners, Mapping) else {}
+    if set(owners) != {STABLE, CANARY}:
+        raise GateError("vllmFleet.rolloutGate.keys must name the stable and the canary track's"
+                        " developers (a general-ring and a pilot-ring key of the CI's own)")
     gateway = _pulumi("stack", "output", "gateway", "--stack", stack)
+    harnesses = _pulumi("stack", "output", "harnesses", "--show-secrets", "--stack", stack)
+    try:
+        keys = {track: harnesses[who]["qwen-code"]["env"]["OPENAI_API_KEY"]
+                for track, who in owners.items()}
+    except KeyError as missing:
+        raise GateError(f"the stack's harnesses output has no key for {missing}: `pulumi up` first")
     canary = get(fleet, "canary")
     return GateStack(policy=policy, records=Path(records), tasks=tasks,
                      arrivals=trace.parse(json.loads(trace_file)),
-                     canary=None if canary is MISSING else dict(canary), gateway_url=gateway["url"])
+                     canary=None if canary is MISSING else dict(canary),
+                     gateway_url=gateway["url"].rstrip("/"), keys=keys, key_owners=owners,
+                     installed_version=gateway.get("litellm_version"))

@@ -404,10 +404,27 @@ def refusals(pair: Pair, records: Sequence[Record]) -> list[str]:
     return [f"record {r.name}: {reason}" for r in matching for reason in r.failures]
 
 
-def promotion_refusals(stable: Pair, previous: Pair | None, records: Sequence[Record]) -> list[str]:
-    """Why this stable pair may not be deployed: a promotion (stable moved away from the previous
-    pair) needs a passing record; a rollback to the previous pair, or the first stable pair of a
-    fleet (no previous pair yet), does not."""
-    if previous is None or stable == previous:
+def promotion_refusals(stable: Pair, previous: Pair | None, records: Sequence[Record],
+                       deployed: tuple[Pair, Pair | None] | None = None) -> list[str]:
+    """Why this stable pair may not be deployed; [] when it may.
+
+    `deployed` is (stable, previous) as the stack's last update left them (its own state, read
+    back at preview), so editing or deleting the declared `previous` cannot pass for a rollback:
+    keeping the deployed stable pair, or going back to the deployed previous one, needs no
+    record; anything else is a promotion from the deployed stable pair, which must then be
+    declared as `previous` (the rollback target) and needs a passing record. With nothing
+    deployed yet, the declared pairs decide: the first stable pair of a fleet (no previous pair),
+    or stable == previous, needs none."""
+    if deployed is None:
+        if previous is None or stable == previous:
+            return []
+        return refusals(stable, records)
+    deployed_stable, deployed_previous = deployed
+    if stable == deployed_stable or stable == deployed_previous:
         return []
-    return refusals(stable, records)
+    reasons = []
+    if previous != deployed_stable:
+        reasons.append(f"stable moves off the deployed pair {describe(deployed_stable)}, so"
+                       " previous must be that pair (declared: "
+                       f"{describe(previous) if previous else 'none'})")
+    return reasons + refusals(stable, records)

@@ -16,7 +16,8 @@ from typing import Any
 from config.types import AgentSandbox, EgressTarget, ServingPair, VllmFleet
 from spear import vllm
 from spear.rules import PRIORITY_CLASSES
-from spear.fleet import (AGENT_SANDBOX, ALERTS, APP, CACHE_SALT, CANARY_JSON, ENGINE_VERSION,
+from spear.fleet import (AGENT_SANDBOX, ALERTS, APP, CACHE_SALT, CANARY_JSON, DEPLOYED_JSON,
+                         ENGINE_VERSION,
                          GATE_POLICY_JSON, GATE_TASKS_GZ, PART, PREVIOUS_JSON, PRIORITIES,
                          RECORDS_JSON, REVISION, ROLE, ROLLOUT, STABLE, STABLE_JSON, TENANCY, TRACK,
                          evidence_key)
@@ -150,6 +151,16 @@ def _pair_json(pair: ServingPair | None) -> str:
                                                  "model": pair.model, "revision": pair.revision})
 
 
+def _key_json(key: tuple[str, str, str] | None) -> dict[str, str] | None:
+    return None if key is None else dict(zip(("tag", "model", "revision"), key))
+
+
+def rollout_pairs(fleet: VllmFleet) -> dict[str, Any]:
+    """The stable and previous pairs this update deploys (tag, model, revision)."""
+    return {"stable": _key_json(fleet.stable.key),
+            "previous": _key_json(fleet.previous.key if fleet.previous else None)}
+
+
 def _gz(data: bytes) -> str:
     # mtime=0: the same bytes give the same ConfigMap, so an unchanged gate shows no diff.
     return base64.b64encode(gzip.compress(data, mtime=0)).decode()
@@ -159,9 +170,12 @@ def rollout_record(fleet: VllmFleet) -> dict[str, Any]:
     """The rollout state the gate policy reads: the pairs, the gate policy, and the records with
     the verdicts the config check found, beside what the policy pack re-judges them by."""
     gate = fleet.gate
-    records = [{**gate.written[r.name], "failures": list(r.failures)} for r in gate.records] if gate else []
+    # Only the stable pair's records: they are what the policy judges, and a ConfigMap holds at
+    # most 1 MiB however many runs the folder keeps.
+    shipped = [r for r in gate.records if r.pin.pair == fleet.stable.key] if gate else []
+    records = [{**gate.written[r.name], "failures": list(r.failures)} for r in shipped]
     binary = ({GATE_TASKS_GZ: _gz(gate.tasks),
-               **{evidence_key(r.name): _gz(gate.evidence[r.name]) for r in gate.records}}
+               **{evidence_key(r.name): _gz(gate.evidence[r.name]) for r in shipped}}
               if gate else {})
     return {"metadata": {"name": f"{APP}-rollout", "namespace": fleet.namespace,
                          "labels": {PART: ROLLOUT}},
@@ -170,6 +184,10 @@ def rollout_record(fleet: VllmFleet) -> dict[str, Any]:
                      CANARY_JSON: _pair_json(fleet.canary.pair if fleet.canary else None),
                      GATE_POLICY_JSON: json.dumps(gate.policy.to_json() if gate else None,
                                                   sort_keys=True),
+                     # The pairs the last update deployed, as this preview read them back.
+                     DEPLOYED_JSON: json.dumps(None if fleet.deployed is None else {
+                         "stable": _key_json(fleet.deployed[0]),
+                         "previous": _key_json(fleet.deployed[1])}, sort_keys=True),
                      RECORDS_JSON: json.dumps(records, sort_keys=True)},
             **({"binaryData": binary} if binary else {})}
 

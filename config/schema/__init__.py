@@ -14,6 +14,8 @@ from typing import Any
 from config.checker import MISSING, Checker, get, map_names
 from config.schema import backends, developers, gateway, hosts, reds, runpod, vllm_fleet
 from config.types import API_KEY_NAMES, FLEET_UPSTREAM, VLLM_API_KEY, FleetConfig
+from spear.fleet import CANARY, STABLE
+from spear.rules import GENERAL_RING, PILOT_RING
 
 TOP_KEYS = (backends.KEYS + hosts.KEYS + runpod.KEYS + reds.KEYS + gateway.KEYS
             + developers.KEYS + vllm_fleet.KEYS)
@@ -22,8 +24,9 @@ OBJECT_KEYS = (backends.KEYS + hosts.KEYS + runpod.OBJECT_KEYS + reds.KEYS + gat
                + developers.KEYS + vllm_fleet.OBJECT_KEYS)
 
 
-def parse(raw: Mapping[str, Any]) -> FleetConfig:
-    """Check the whole namespace and type it; ConfigError lists every problem."""
+def parse(raw: Mapping[str, Any], deployed_rollout: Any = None) -> FleetConfig:
+    """Check the whole namespace and type it; ConfigError lists every problem.
+    `deployed_rollout`: the fleet's (stable, previous) pairs as last deployed (config.load)."""
     check = Checker()
     for unknown in sorted(set(raw) - set(TOP_KEYS)):
         check.report(unknown, "an unknown key", "one of " + ", ".join(TOP_KEYS))
@@ -56,13 +59,30 @@ def parse(raw: Mapping[str, Any]) -> FleetConfig:
         keyless=[name for name, endpoint in reds_endpoints.items() if endpoint.ssh.key is None])
     the_developers = developers.parse(check, get(raw, "developers"),
                                       has_gateway=get(raw, "gateway") is not MISSING)
-    fleet = vllm_fleet.parse(check, get(raw, "vllmFleet"), get(raw, "kubeconfig"))
+    fleet = vllm_fleet.parse(check, get(raw, "vllmFleet"), get(raw, "kubeconfig"), deployed_rollout)
     if the_gateway and fleet and FLEET_UPSTREAM in the_gateway.upstreams and not fleet.service_ips:
         check.report("vllmFleet.serviceIPs", "nothing", "each track's Service IP (stable, and canary"
                      " with a canary), required while gateway.coder.upstreams names vllmFleet:"
                      " the gateway's routes to the fleet are then known at preview")
+    if fleet and fleet.gate:
+        _check_gate_keys(check, fleet.gate.keys, the_developers)
     check.raise_if_any()
     return FleetConfig(inference_hosts=inference_hosts, backends=backend_table,
                        runpod_pods=runpod_pods, api_keys={**api_keys, **gateway_keys},
                        reds_endpoints=reds_endpoints, gateway=the_gateway,
                        developers=the_developers, vllm_fleet=fleet)
+
+
+def _check_gate_keys(check: Checker, keys: Mapping[str, str], people: Mapping[str, Any]) -> None:
+    """The gate's keys are developers of the stack, in the rings that reach their tracks."""
+    for track, ring in ((STABLE, GENERAL_RING), (CANARY, PILOT_RING)):
+        name = keys.get(track)
+        if name is None:
+            continue
+        if name not in people:
+            check.fail(f"vllmFleet.rolloutGate.keys.{track}", name,
+                       "a developer of the stack (one of " + ", ".join(sorted(people)) + ")")
+        elif people[name].ring != ring:
+            check.fail(f"vllmFleet.rolloutGate.keys.{track}", name,
+                       f"a developer in the {ring} ring (the ring the gateway serves from the"
+                       f" {track} track)")

@@ -20,8 +20,8 @@ from pathlib import Path
 from collections.abc import Mapping
 from typing import Any
 
-from config.checker import (DNS_LABEL, DNS_LABEL_TEXT, MISSING, Checker, api_url, get, ip_address,
-                            relative_subdir, show)
+from config.checker import (DNS_LABEL, DNS_LABEL_TEXT, MISSING, NAME, Checker, api_url, get,
+                            ip_address, relative_subdir, show)
 from config.types import (ACCESS_MODES, AMBIENT, CACHE_SALT_SCOPES, AgentSandbox, Alerts, Canary,
                           EgressTarget, Kubeconfig, MemoryFloor, ModelCache,
                           ModelFacts, PROMETHEUS_MODES, Prometheus, RolloutGate, ServingPair, Vllm,
@@ -60,8 +60,10 @@ _KUBECONFIG_TEXT = (f"{AMBIENT} ($KUBECONFIG or ~/.kube/config of whoever runs p
                     " (the stack's `kubeconfig` secret) or the absolute path of a kubeconfig file")
 
 
-def parse(check: Checker, value: Any, kubeconfig_secret: Any) -> VllmFleet | None:
-    """The fleet, or None when the stack declares none (or after its problems are recorded)."""
+def parse(check: Checker, value: Any, kubeconfig_secret: Any,
+          deployed: tuple[rollout_gate.Pair, rollout_gate.Pair | None] | None = None) -> VllmFleet | None:
+    """The fleet, or None when the stack declares none (or after its problems are recorded).
+    `deployed`: (stable, previous) as the stack's last update left them, None before the first."""
     if value is MISSING:
         if kubeconfig_secret is not MISSING:
             check.report("kubeconfig", "a secret", "nothing without vllmFleet (it is the fleet's"
@@ -119,6 +121,7 @@ def parse(check: Checker, value: Any, kubeconfig_secret: Any) -> VllmFleet | Non
         prometheus=_prometheus(check, f"{k}.observability.prometheus",
                                get(fleet, "observability")),
         gate=gate,
+        deployed=deployed,
         service_ips=_service_ips(check, f"{k}.serviceIPs", get(fleet, "serviceIPs"), canary is not None),
         memory_floor=_memory_floor(check, f"{k}.memoryFloor", get(fleet, "memoryFloor")),
     )
@@ -509,12 +512,16 @@ def _gate(check: Checker, key: str, value: Any) -> RolloutGate | None:
     """The stack's gate policy and the records gate runs wrote into its records folder, each
     checked against its evidence (spear/rollout_gate.py::check_record)."""
     start = check.mark()
-    gate = check.obj(key, value, ("policy", "records"), required=False)
+    gate = check.obj(key, value, ("policy", "records", "keys"), required=False)
     if not gate:
         return None
     found = gate_policy(check, f"{key}.policy", get(gate, "policy"))
     folder = check.text(f"{key}.records", get(gate, "records"), relative_subdir,
                         "the folder, inside the project, that scripts/gate writes records into")
+    keys = check.obj(f"{key}.keys", get(gate, "keys"), (STABLE, CANARY), required=False)
+    gate_keys = {track: check.pattern(f"{key}.keys.{track}", get(keys or {}, track), NAME,
+                                      "a developer of the stack (its key is the gate's)")
+                 for track in (STABLE, CANARY) if get(keys or {}, track) is not MISSING}
     if found is None or folder is None:
         return None
     policy, tasks_file, tasks, _ = found
@@ -544,7 +551,7 @@ def _gate(check: Checker, key: str, value: Any) -> RolloutGate | None:
     if not check.clean_since(start):
         return None
     return RolloutGate(policy=policy, records=tuple(records), written=raw, evidence=evidence,
-                       tasks=tasks_file)
+                       tasks=tasks_file, keys=gate_keys)
 
 
 def _check_rollout(check: Checker, fleet: VllmFleet) -> None:
@@ -552,10 +559,11 @@ def _check_rollout(check: Checker, fleet: VllmFleet) -> None:
     if fleet.canary and fleet.canary.pair.key == fleet.stable.key:
         check.fail("vllmFleet.canary", fleet.canary.pair.key,
                    "a pair other than stable's: a canary tests a new engine or revision")
-    reasons = rollout_gate.promotion_refusals(
-        fleet.stable.key, fleet.previous.key if fleet.previous else None, fleet.gate_records)
+    previous = fleet.previous.key if fleet.previous else None
+    reasons = rollout_gate.promotion_refusals(fleet.stable.key, previous, fleet.gate_records,
+                                              fleet.deployed)
     if reasons:
         check.report("vllmFleet.stable", f"a promotion to {rollout_gate.describe(fleet.stable.key)}"
-                     f" (previous: {rollout_gate.describe(fleet.previous.key)})",
+                     f" (previous: {rollout_gate.describe(previous) if previous else 'none'})",
                      "the previous pair (a rollback), or a pair with a passing gate record in"
                      " vllmFleet.rolloutGate (seed 001 step 8): " + "; ".join(reasons))

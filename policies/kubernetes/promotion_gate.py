@@ -16,7 +16,7 @@ from pulumi_policy import EnforcementLevel, ReportViolation, StackValidationArgs
 
 from policies.common import flag_value, unknown_is_violation, vllm_containers
 from spear import rollout_gate, tokens
-from spear.fleet import (GATE_POLICY_JSON, GATE_TASKS_GZ, PART, PREVIOUS_JSON, RECORDS_JSON,
+from spear.fleet import (DEPLOYED_JSON, GATE_POLICY_JSON, GATE_TASKS_GZ, PART, PREVIOUS_JSON, RECORDS_JSON,
                          ROLLOUT, STABLE, TRACK, evidence_key)
 from spear.rules import IMAGE
 from spear.vllm import REVISION_FLAG
@@ -27,6 +27,10 @@ SEED = "seed 001 step 8 (gate the rollout on the acceptance test)"
 def _pair(container, argv) -> rollout_gate.Pair:
     match = IMAGE.fullmatch(container["image"])
     return ((match["tag"] or "") if match else "", argv[2], flag_value(argv, REVISION_FLAG) or "")
+
+
+def _key(pair) -> rollout_gate.Pair | None:
+    return None if pair is None else (pair["tag"], pair["model"], pair["revision"])
 
 
 def _unzip(binary, key: str) -> bytes | None:
@@ -70,13 +74,14 @@ def k8s_promotion_gate(args: StackValidationArgs, report: ReportViolation) -> No
                        " no rollout record. Fix: declare the fleet through vllmFleet, which writes it.",
                        resource.urn)
                 continue
-            previous = json.loads(rollouts[namespace]["data"][PREVIOUS_JSON])
+            data = rollouts[namespace]["data"]
+            previous = _key(json.loads(data[PREVIOUS_JSON]))
+            deployed = json.loads(data[DEPLOYED_JSON])
+            deployed = None if deployed is None else (_key(deployed["stable"]), _key(deployed["previous"]))
             records, refused = _records(rollouts[namespace])
             for container, argv in vllm_containers(resource.props):
                 stable = _pair(container, argv)
-                reasons = rollout_gate.promotion_refusals(
-                    stable, None if previous is None else
-                    (previous["tag"], previous["model"], previous["revision"]), records)
+                reasons = rollout_gate.promotion_refusals(stable, previous, records, deployed)
                 if reasons:
                     report(f"{SEED}: {resource.name} promotes {rollout_gate.describe(stable)} to"
                            f" stable without a passing gate record: {'; '.join(refused + reasons)}."

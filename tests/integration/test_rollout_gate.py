@@ -6,18 +6,14 @@ its tool calls, a regressing model on the paired eval with b, c and p."""
 from __future__ import annotations
 
 import contextlib
-import json
-from pathlib import Path
 
 import pytest
 
 from config.checker import ConfigError
 from config.schema import parse
 from gate import run as gate_run
-from gate import trace
 from localhosts import tiny_model
 from localhosts.litellm_venv import litellm_venv
-from spear import rollout_gate
 from tests.support import gate_records as records
 from tests.support.config_cases import CANARY_PAIR, problem_line, promoted_raw
 from tests.support.litellm_proxy import LitellmProxy
@@ -66,15 +62,10 @@ def project(tmp_path, monkeypatch):
     return tmp_path
 
 
-def gate(endpoint, candidate: str, name: str):
-    """One run against `candidate`, its record written into the records folder; the record."""
-    policy = records.policy(**SLOS)
-    tasks = records.tasks()
-    arrivals = trace.parse(json.loads(Path(records.TRACE).read_text()))
-    pin = records.pin(CANARY_PAIR)
-    pin = rollout_gate.Pin(*pin.pair, endpoint.gateway_version() or "unknown", pin.harness_versions)
-    evidence = gate_run.run(endpoint, "coder", candidate, policy, pin, tasks, arrivals)
-    return gate_run.write(Path(records.RECORDS), name, pin, policy, evidence, tasks)
+def gate(endpoint, route: str, name: str):
+    """One run against `route` (stable: `coder`), its record written into the records folder."""
+    return records.run_gate(gate_run.Track(endpoint, "coder", "master"),
+                            gate_run.Track(endpoint, route, "master"), name, CANARY_PAIR, **SLOS)
 
 
 def test_a_neutral_bump_passes_and_its_record_promotes(gateway, project):

@@ -52,7 +52,11 @@ STANDIN = "localhost/spear-fleet/vllm-standin"
 TRAP_MODEL = "spear-fleet/tiny-no-tool-template"
 DEVELOPERS = {"ana": {"team": "platform", "ring": "pilot"},
               "bob": {"team": "platform", "priority": "background"},
-              "cyn": {"team": "research"}}
+              "cyn": {"team": "research"},
+              # The rollout gate's own keys (vllmFleet.rolloutGate.keys): stable's and the canary's.
+              "gate": {"team": "ci"}, "gate-pilot": {"team": "ci", "ring": "pilot"}}
+# The gate's SLOs here: generous, as the cluster shares two cores with the rest of CI.
+GATE_SLOS = {"ttftP95Seconds": 5.0, "itlP95Seconds": 1.0}
 
 
 def fleet_config(kubeconfig: Path, cache: Path) -> dict[str, Any]:
@@ -70,6 +74,8 @@ def fleet_config(kubeconfig: Path, cache: Path) -> dict[str, Any]:
         "modelCache": {"size": "1Gi", "hostPath": str(cache), "accessMode": "ReadWriteOnce"},
         "agentSandbox": {"namespace": AGENTS, "gateway": {"cidr": "10.20.0.10/32", "ports": [4000]},
                          "mirrors": {"pypi": {"cidr": "10.20.1.0/24", "ports": [443]}}},
+        "rolloutGate": {**gate_records.gate_config(**GATE_SLOS),
+                        "keys": {"stable": "gate", "canary": "gate-pilot"}},
     }
 
 
@@ -114,17 +120,6 @@ def fleet(kube_cluster, gateway_host, tmp_path_factory):
 def set_pair(project: Project, key: str, pair: dict[str, str] | None) -> None:
     """Declare (or, with None, drop) vllmFleet.<key>."""
     project.set_object(STACK, f"vllmFleet.{key}", pair)
-
-
-def record_gate(project: Project, name: str, pair: dict[str, str]) -> None:
-    """A passing gate record for `pair` in the project's records folder (as scripts/gate writes
-    one; tests/integration/test_rollout_gate.py runs the gate itself), and the stack's
-    vllmFleet.rolloutGate naming the policy it ran under and that folder."""
-    gate_records.write_record(name, pair, folder=str(project.dir / gate_records.RECORDS))
-    path = project.dir / "stacks" / f"Pulumi.{STACK}.yaml"
-    doc = yaml.safe_load(path.read_text())
-    doc["config"]["spear-fleet:vllmFleet"]["rolloutGate"] = gate_records.gate_config()
-    path.write_text(yaml.safe_dump(doc))
 
 
 def deployment(client, track: str) -> dict | None:
@@ -258,9 +253,11 @@ def test_a_canary_gets_its_own_service_and_only_the_pilot_rings_requests(fleet):
     assert {(route, pod in canary_pods) for route, pod in served_by(key["ana"], 8)} == {("vllm-canary", True)}
     for dev in ("bob", "cyn"):
         assert {(route, pod in stable_pods) for route, pod in served_by(key[dev], 8)} == {("vllm-stable", True)}
-    # Nobody else's request ever reached a canary pod (None: its proofs, from the gateway host).
+    # Nobody outside the pilot ring ever reached a canary pod (None: its proofs, from the
+    # gateway host; the gate's pilot key's smoke test is its team's salt).
     assert {r["cache_salt"] for r in pod_requests(CANARY_IP)} == {
-        Tenant(key="", developer="ana", team="platform").cache_salt("team"), None}
+        Tenant(key="", developer="ana", team="platform").cache_salt("team"),
+        Tenant(key="", developer="gate-pilot", team="ci").cache_salt("team"), None}
 
 
 def test_a_broken_canary_fails_the_up_at_its_verification_naming_the_probe_and_the_reason(fleet):
@@ -286,9 +283,38 @@ def test_a_promotion_without_a_passing_record_is_refused_before_anything_changes
     assert serving(client, "stable")[0] == f"{STANDIN}:v0.24.0"
 
 
+def test_deleting_previous_while_changing_stable_is_refused_against_what_is_deployed(fleet):
+    project, client = fleet
+    set_pair(project, "previous", None)  # stable is still the canary's pair, and no record
+    refused = project.up(STACK)
+    assert not refused.ok
+    assert "stable moves off the deployed pair v0.24.0 @ Qwen/Qwen3-Coder-Next-FP8 revision" \
+           " da6e2ed, so previous must be that pair (declared: none)" in refused.output
+    assert serving(client, "stable")[0] == f"{STANDIN}:v0.24.0"
+    set_pair(project, "previous", STABLE_PAIR)
+
+
+def test_scripts_gate_measures_the_canary_through_the_gateway_and_writes_its_record(fleet):
+    project, _ = fleet
+    env = {**project.env, "SPEAR_PROJECT_DIR": str(project.dir)}
+    done = subprocess.run([str(REPO / "scripts" / "gate"), "--stack", STACK, "--name", "canary-1"],
+                          env=env, capture_output=True, text=True, timeout=1200)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    assert "gate canary-1: v0.25.0 @ Qwen/Qwen3-Coder-Next-FP8 revision 1234567" in done.stdout
+    assert "verdict: PASS" in done.stdout
+    record = json.loads((project.dir / gate_records.RECORDS / "canary-1.json").read_text())
+    paired = record["results"]["pairedEval"]
+    assert (paired["tasks"], paired["b"], paired["c"]) == (14, 0, 0)  # the same model: neutral
+    assert record["results"]["toolCalls"]["passed"] == 100
+    assert record["pin"]["gatewayVersion"] == project.outputs(STACK)["gateway"]["litellm_version"]
+    evidence = (project.dir / gate_records.RECORDS / "canary-1.evidence.jsonl").read_text()
+    run = json.loads(evidence.splitlines()[0])
+    assert (run["stable"], run["candidate"]) == ("coder as gate", "coder as gate-pilot")
+    assert all(key not in evidence for key in keys(project).values())  # names, never keys
+
+
 def test_a_promotion_with_a_passing_record_rolls_the_canarys_pair_out_as_stable(fleet):
     project, client = fleet
-    record_gate(project, "canary-1", CANARY_PAIR)
     set_pair(project, "canary", None)
     before = project.outputs(STACK)["gateway"]["fleet_routes"]["stable"]["throughput"]
     up = project.up(STACK)

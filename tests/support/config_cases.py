@@ -59,7 +59,7 @@ def allowed_for(mocks: RecordingMocks, raw: dict[str, Any], key: str,
     it, so it also proves nothing was registered."""
     with pytest.raises(StackConfigError) as error:
         run_program(engine_config(raw), secret_keys)
-    assert list(mocks.resources) == []
+    assert mocks.registered == []
     line = problem_line(error.value, key)
     assert "; allowed: " in line
     return line.split("; allowed: ", 1)[1]

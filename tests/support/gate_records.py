@@ -106,3 +106,17 @@ def write_record(name: str, pair: dict[str, str], gate: rollout_gate.Policy | No
 
 def gate_config(folder: str = RECORDS, **changes: Any) -> dict[str, Any]:
     return {"policy": {**POLICY_CONFIG, **changes}, "records": folder}
+
+
+def run_gate(stable: gate_run.Track, candidate: gate_run.Track, name: str, pair: dict[str, str],
+             folder: str = RECORDS, **policy_changes: Any) -> dict[str, Any]:
+    """A real gate run (gate/run.py) under policy(**policy_changes), pinning `pair` and the
+    LiteLLM version the gateway reports; its record, written into `folder`."""
+    gate = policy(**policy_changes)
+    task_list = tasks()
+    version = candidate.endpoint.gateway_version()
+    assert version, "the gateway did not report its LiteLLM version"
+    the_pin = rollout_gate.Pin(*pin(pair).pair, version, pin(pair).harness_versions)
+    evidence = gate_run.run(stable, candidate, gate, the_pin, task_list,
+                            trace.parse(json.loads(Path(TRACE).read_text())))
+    return gate_run.write(Path(folder), name, the_pin, gate, evidence, task_list)

@@ -32,6 +32,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 DEFAULT_REPLY = "SPEAR-UPSTREAM-OK"
+
+
+class _Server(ThreadingHTTPServer):
+    # The listen backlog: socketserver's default of 5 resets connections when a gateway opens
+    # dozens at once (scripts/bench-gateway at concurrency 64).
+    request_queue_size = 256
 DEFAULT_MODEL = "spear-coder-standin"
 _PER_REQUEST = re.compile(r"SPEAR-ANSWER-STATUS=(\d{3}|timeout)")
 # OpenAI's error types for the statuses the hatch matrix uses.
@@ -85,7 +91,7 @@ class OpenAIUpstream:
             return sum(1 for c in self.calls if c.answered == 200)
 
     def __enter__(self) -> OpenAIUpstream:
-        self._server = ThreadingHTTPServer(("127.0.0.1", self.port), _handler(self))
+        self._server = _Server(("127.0.0.1", self.port), _handler(self))
         self._server.daemon_threads = True
         threading.Thread(target=self._server.serve_forever, daemon=True).start()
         return self

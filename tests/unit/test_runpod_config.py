@@ -202,7 +202,7 @@ def test_api_keys_are_never_echoed():
 def test_api_keys_in_plain_text_are_refused(mocks):
     with pytest.raises(StackConfigError) as error:
         run_program(engine_config(pod_raw()), ["spear-fleet:sshPrivateKeys"])
-    assert list(mocks.resources) == []
+    assert mocks.registered == []
     assert problem_line(error.value, "runpodApiKey") == (
         "spear-fleet:runpodApiKey: got a plain-text value; allowed: a secret: pulumi config set"
         " --secret runpodApiKey < file")

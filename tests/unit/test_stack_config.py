@@ -355,7 +355,7 @@ SECRET = ["spear-fleet:sshPrivateKeys"]
 def test_load_good_config_registers_the_program_resources(mocks):
     loaded = run_program(engine_config(prod_raw()), [*SECRET, "spear-fleet:kubeconfig",
                                                      "spear-fleet:vllmApiKey"])
-    assert list(mocks.resources) == ["probe"]
+    assert mocks.registered == ["probe"]
     stack, key = loaded
     assert key == DUMMY_KEY
     assert stack.config.inference_hosts["reds"].server.ctx_size == 524288
@@ -401,4 +401,4 @@ def test_load_bad_config_registers_zero_resources(mocks, config, secret_keys, ke
     with pytest.raises(StackConfigError) as error:
         run_program(config, secret_keys)
     problem_line(error.value, key)
-    assert list(mocks.resources) == []
+    assert mocks.registered == []

@@ -278,7 +278,7 @@ def test_the_kubeconfig_in_plain_text_is_refused(mocks):
     raw = changed(fleet_raw(kubeconfig="secret"), ("kubeconfig",), KUBECONFIG)
     with pytest.raises(StackConfigError) as error:
         run_program(engine_config(raw), ["spear-fleet:sshPrivateKeys", "spear-fleet:vllmApiKey"])
-    assert list(mocks.resources) == []
+    assert mocks.registered == []
     assert problem_line(error.value, "kubeconfig") == (
         "spear-fleet:kubeconfig: got a plain-text value; allowed: a secret: pulumi config set"
         " --secret kubeconfig < file")

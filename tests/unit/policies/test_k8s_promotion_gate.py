@@ -39,14 +39,15 @@ def test_a_promotion_with_a_passing_record_and_a_rollback_pass():
 
 
 def test_a_promotion_whose_record_fails_is_a_violation():
-    records.write_record("canary-1", CANARY_PAIR, markup_calls=4)
-    objects = kube_objects(stable=STABLE_PAIR, previous=STABLE_PAIR, rolloutGate=records.gate_config())
-    # The stack file then moved to the canary's pair anyway (the config check would refuse it):
-    # the ConfigMap's record fails when re-judged.
-    promoted_objects = promoted()
-    rollout(promoted_objects)["data"] = rollout(objects)["data"]
-    rollout(promoted_objects)["binaryData"] = rollout(objects)["binaryData"]
-    [message] = check_stack(POLICY, prod_stack(), kube_stack(promoted_objects))
+    objects = promoted()
+    # Another run's record and evidence in the ConfigMap (the config check refuses such a stack
+    # file; the pack must refuse the objects too): 4 tool calls answered as text.
+    path = records.write_record("canary-1", CANARY_PAIR, markup_calls=4)
+    evidence = path.with_name("canary-1.evidence.jsonl").read_bytes()
+    rollout(objects)["data"]["gate-records.json"] = json.dumps([json.loads(path.read_text())])
+    rollout(objects)["binaryData"]["evidence.canary-1.jsonl.gz"] = base64.b64encode(
+        gzip.compress(evidence)).decode()
+    [message] = check_stack(POLICY, prod_stack(), kube_stack(objects))
     assert message.startswith(f"{SEED}: {PROMOTED} without a passing gate record: record canary-1:"
                               " the tool-call validator admitted 96 of 100 live samples")
 
@@ -78,6 +79,18 @@ def test_a_promotion_without_any_record_is_a_violation():
     assert "no gate record pins exactly v0.25.0 @ Qwen/Qwen3-Coder-Next-FP8 revision 1234567" in message
 
 
+def test_a_promotion_is_judged_against_the_deployed_pairs_not_the_declared_previous():
+    objects = promoted()  # declared: previous v0.24.0, with a passing record for v0.25.0
+    deployed = {"stable": {**STABLE_PAIR, "tag": "v0.23.0"}, "previous": None}
+    rollout(objects)["data"]["deployed.json"] = json.dumps(deployed)
+    [message] = check_stack(POLICY, prod_stack(), kube_stack(objects))
+    assert "stable moves off the deployed pair v0.23.0 @ Qwen/Qwen3-Coder-Next-FP8 revision" \
+           " da6e2ed, so previous must be that pair (declared: v0.24.0" in message
+    deployed["stable"] = STABLE_PAIR
+    rollout(objects)["data"]["deployed.json"] = json.dumps(deployed)
+    assert check_stack(POLICY, prod_stack(), kube_stack(objects)) == []
+
+
 def test_a_stable_deployment_without_a_rollout_record_is_a_violation():
     objects = kube_objects()
     del objects["vllm-rollout"]
@@ -90,3 +103,10 @@ def test_unknown_records_cannot_pass():
     rollout(objects)["data"]["gate-records.json"] = UNKNOWN
     [message] = check_stack(POLICY, prod_stack(), kube_stack(objects))
     assert "cannot be verified at preview" in message
+
+
+def test_only_the_stable_pairs_records_travel_in_the_configmap():
+    records.write_record("other", {**CANARY_PAIR, "tag": "v0.25.1"})
+    objects = promoted()
+    assert [r["name"] for r in json.loads(rollout(objects)["data"]["gate-records.json"])] == ["canary-1"]
+    assert set(rollout(objects)["binaryData"]) == {"gate-tasks.jsonl.gz", "evidence.canary-1.jsonl.gz"}
