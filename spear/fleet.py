@@ -20,8 +20,6 @@ REVISION = "spear-fleet/revision"
 STABLE_JSON, PREVIOUS_JSON, CANARY_JSON, RECORDS_JSON, GATE_POLICY_JSON = (
     "stable.json", "previous.json", "canary.json", "gate-records.json", "gate-policy.json")
 GATE_TASKS_GZ = "gate-tasks.jsonl.gz"
-# The stable and previous pairs the stack's last update deployed (JSON; null before the first).
-DEPLOYED_JSON = "deployed.json"
 
 
 def evidence_key(record: str) -> str:

@@ -16,8 +16,7 @@ from typing import Any
 from config.types import AgentSandbox, EgressTarget, ServingPair, VllmFleet
 from spear import vllm
 from spear.rules import PRIORITY_CLASSES
-from spear.fleet import (AGENT_SANDBOX, ALERTS, APP, CACHE_SALT, CANARY_JSON, DEPLOYED_JSON,
-                         ENGINE_VERSION,
+from spear.fleet import (AGENT_SANDBOX, ALERTS, APP, CACHE_SALT, CANARY_JSON, ENGINE_VERSION,
                          GATE_POLICY_JSON, GATE_TASKS_GZ, PART, PREVIOUS_JSON, PRIORITIES,
                          RECORDS_JSON, REVISION, ROLE, ROLLOUT, STABLE, STABLE_JSON, TENANCY, TRACK,
                          evidence_key)
@@ -184,10 +183,6 @@ def rollout_record(fleet: VllmFleet) -> dict[str, Any]:
                      CANARY_JSON: _pair_json(fleet.canary.pair if fleet.canary else None),
                      GATE_POLICY_JSON: json.dumps(gate.policy.to_json() if gate else None,
                                                   sort_keys=True),
-                     # The pairs the last update deployed, as this preview read them back.
-                     DEPLOYED_JSON: json.dumps(None if fleet.deployed is None else {
-                         "stable": _key_json(fleet.deployed[0]),
-                         "previous": _key_json(fleet.deployed[1])}, sort_keys=True),
                      RECORDS_JSON: json.dumps(records, sort_keys=True)},
             **({"binaryData": binary} if binary else {})}
 

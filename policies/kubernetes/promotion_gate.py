@@ -4,7 +4,10 @@ revision are the pair; the fleet's rollout record (a ConfigMap in its namespace)
 previous pair, the gate policy, the records as scripts/gate wrote them, and (binaryData) the
 task set and each record's evidence. Each record is re-judged from its evidence here with
 spear/rollout_gate.py::check_record, as the config check before `pulumi up` does: a verdict
-written into the ConfigMap is not believed."""
+written into the ConfigMap is not believed. The pack sees only the declared `previous` pair; the
+comparison with the pairs the last update deployed is the config check's (config/load.py reads
+them from the stack's state, which a policy cannot; a ConfigMap carrying them would change on
+the update after every change)."""
 
 from __future__ import annotations
 
@@ -16,7 +19,7 @@ from pulumi_policy import EnforcementLevel, ReportViolation, StackValidationArgs
 
 from policies.common import flag_value, unknown_is_violation, vllm_containers
 from spear import rollout_gate, tokens
-from spear.fleet import (DEPLOYED_JSON, GATE_POLICY_JSON, GATE_TASKS_GZ, PART, PREVIOUS_JSON, RECORDS_JSON,
+from spear.fleet import (GATE_POLICY_JSON, GATE_TASKS_GZ, PART, PREVIOUS_JSON, RECORDS_JSON,
                          ROLLOUT, STABLE, TRACK, evidence_key)
 from spear.rules import IMAGE
 from spear.vllm import REVISION_FLAG
@@ -74,14 +77,11 @@ def k8s_promotion_gate(args: StackValidationArgs, report: ReportViolation) -> No
                        " no rollout record. Fix: declare the fleet through vllmFleet, which writes it.",
                        resource.urn)
                 continue
-            data = rollouts[namespace]["data"]
-            previous = _key(json.loads(data[PREVIOUS_JSON]))
-            deployed = json.loads(data[DEPLOYED_JSON])
-            deployed = None if deployed is None else (_key(deployed["stable"]), _key(deployed["previous"]))
+            previous = _key(json.loads(rollouts[namespace]["data"][PREVIOUS_JSON]))
             records, refused = _records(rollouts[namespace])
             for container, argv in vllm_containers(resource.props):
                 stable = _pair(container, argv)
-                reasons = rollout_gate.promotion_refusals(stable, previous, records, deployed)
+                reasons = rollout_gate.promotion_refusals(stable, previous, records)
                 if reasons:
                     report(f"{SEED}: {resource.name} promotes {rollout_gate.describe(stable)} to"
                            f" stable without a passing gate record: {'; '.join(refused + reasons)}."

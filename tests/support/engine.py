@@ -56,10 +56,14 @@ class Update:
         return done
 
     def changes(self) -> dict[str, int]:
+        """The engine's summary, op -> count, without reads and their discards on destroy: a
+        fleet stack reads its own outputs (config/load.py::deployed_rollout) every time, which
+        changes nothing (`pulumi up` prints no line for it either)."""
         for event in self.events:
             summary = event.get("summaryEvent")
             if summary:
-                return summary["resourceChanges"]
+                return {op: n for op, n in summary["resourceChanges"].items()
+                        if op not in ("read", "discard")}
         return {}
 
     def policy_violations(self) -> list[dict[str, Any]]:
