@@ -17,6 +17,7 @@ from pulumi.runtime.sync_await import _sync_await
 from config.checker import NAMESPACE, ConfigError, Problem, show
 from config.schema import OBJECT_KEYS, TOP_KEYS, parse
 from config.types import API_KEY_NAMES, GATEWAY_SECRET_NAMES, FleetConfig, InlineKey, KeyFile
+from spear import rollout_gate
 
 # Keys whose whole value must be a Pulumi secret (set with --secret), and how to set each.
 SECRET_KEYS = ("sshPrivateKeys", "kubeconfig") + API_KEY_NAMES + GATEWAY_SECRET_NAMES
@@ -95,11 +96,9 @@ def deployed_rollout() -> tuple[tuple[str, str, str], tuple[str, str, str] | Non
     rollout = fleet.get("rollout") if isinstance(fleet, Mapping) else None
     if not rollout:
         return None
-
-    def key(pair: Any) -> tuple[str, str, str] | None:
-        return None if pair is None else (pair["tag"], pair["model"], pair["revision"])
-
-    return key(rollout["stable"]), key(rollout.get("previous"))  # a null output may come back absent
+    # A null output may come back absent.
+    return (rollout_gate.pair_from_json(rollout["stable"]),
+            rollout_gate.pair_from_json(rollout.get("previous")))
 
 
 def load() -> LoadedStack:

@@ -170,15 +170,13 @@ def run(stable: Track, candidate: Track, policy: rollout_gate.Policy,
             lines.append({"kind": rollout_gate.TOOL_CALL, "request": body, "status": status,
                           "answer": answer})
         log(f"paired eval: {len(tasks)} tasks, each to {stable.describe()} and {candidate.describe()}")
-        jobs = [(task, name, track) for task in tasks
-                for name, track in ((rollout_gate.STABLE_TRACK, stable),
-                                    (rollout_gate.CANDIDATE_TRACK, candidate))]
-        answers = pool.map(lambda job: job[2].endpoint.post(
-            rollout_gate.task_request(job[0], job[2].route, MAX_TOKENS)), jobs)
-        for (task, name, track), (status, answer) in zip(jobs, answers):
-            lines.append({"kind": rollout_gate.TASK, "task": task.id, "track": name,
-                          "request": rollout_gate.task_request(task, track.route, MAX_TOKENS),
-                          "status": status, "answer": answer})
+        jobs = [(task.id, name, track, rollout_gate.task_request(task, track.route, MAX_TOKENS))
+                for task in tasks for name, track in ((rollout_gate.STABLE_TRACK, stable),
+                                                      (rollout_gate.CANDIDATE_TRACK, candidate))]
+        answers = pool.map(lambda job: job[2].endpoint.post(job[3]), jobs)
+        for (task_id, name, _, body), (status, answer) in zip(jobs, answers):
+            lines.append({"kind": rollout_gate.TASK, "task": task_id, "track": name,
+                          "request": body, "status": status, "answer": answer})
     log(f"latency: {len(arrivals)} streamed requests to {candidate.describe()} at concurrency"
         f" {policy.concurrency}")
 

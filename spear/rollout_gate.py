@@ -47,6 +47,11 @@ STABLE_TRACK, CANDIDATE_TRACK = "stable", "candidate"
 Pair = tuple[str, str, str]
 
 
+def pair_from_json(value: Mapping[str, Any] | None) -> Pair | None:
+    """A pair as the fleet writes it ({tag, model, revision}: its rollout output and ConfigMap)."""
+    return None if value is None else (value["tag"], value["model"], value["revision"])
+
+
 def describe(pair: Pair) -> str:
     return f"{pair[0]} @ {pair[1]} revision {pair[2][:7]}"
 

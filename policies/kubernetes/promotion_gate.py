@@ -32,10 +32,6 @@ def _pair(container, argv) -> rollout_gate.Pair:
     return ((match["tag"] or "") if match else "", argv[2], flag_value(argv, REVISION_FLAG) or "")
 
 
-def _key(pair) -> rollout_gate.Pair | None:
-    return None if pair is None else (pair["tag"], pair["model"], pair["revision"])
-
-
 def _unzip(binary, key: str) -> bytes | None:
     return gzip.decompress(base64.b64decode(binary[key])) if key in binary else None
 
@@ -77,7 +73,7 @@ def k8s_promotion_gate(args: StackValidationArgs, report: ReportViolation) -> No
                        " no rollout record. Fix: declare the fleet through vllmFleet, which writes it.",
                        resource.urn)
                 continue
-            previous = _key(json.loads(rollouts[namespace]["data"][PREVIOUS_JSON]))
+            previous = rollout_gate.pair_from_json(json.loads(rollouts[namespace]["data"][PREVIOUS_JSON]))
             records, refused = _records(rollouts[namespace])
             for container, argv in vllm_containers(resource.props):
                 stable = _pair(container, argv)
