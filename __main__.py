@@ -4,16 +4,18 @@ import dataclasses
 
 import pulumi
 
+from components.endpoints import Endpoint
 from components.endpoints.reds import RedsEndpoint, RedsEndpointArgs
 from components.endpoints.runpod_endpoint import RunPodEndpoint, RunPodEndpointArgs
-from components.gateway import FleetRoutes, Gateway, GatewayArgs, Upstream, metrics_target
+from components.gateway import FleetRoutes, Gateway, GatewayArgs, metrics_target
 from components.gateway.cluster import ClusterGateway, ClusterGatewayArgs
 from components.hostops.kube_api import cluster_access
 from components.inference_host import InferenceHost, InferenceHostArgs
 from components.vllm_fleet import VllmFleet, VllmFleetArgs
 from config.load import load
-from config.types import (FLEET_UPSTREAM, FRONTIER_API_KEY, GATEWAY_DATABASE_URL,
-                          GATEWAY_MASTER_KEY, RUNPOD_API_KEY, VLLM_API_KEY)
+from config.types import (FRONTIER_API_KEY, GATEWAY_DATABASE_URL, GATEWAY_MASTER_KEY,
+                          RUNPOD_API_KEY, VLLM_API_KEY)
+from spear.rules import FLEET_UPSTREAM
 
 stack = load()
 
@@ -47,12 +49,9 @@ fleet = None if cfg.vllm_fleet is None else VllmFleet("vllm", VllmFleetArgs(
 
 # The gateway routes `coder` to the endpoints it names, each through a tunnel at its backend's
 # client port on the gateway host, and to the fleet's tracks at their Services; in the fleet's
-# cluster (gateway.kubernetes) it routes to the fleet only.
-endpoints = {**{name: (host, cfg.inference_hosts[name].backend)
-                for name, host in inference_hosts.items()},
-             **{name: (pod, cfg.runpod_pods[name].backend) for name, pod in runpod_pods.items()},
-             **{name: (endpoint, cfg.reds_endpoints[name].backend)
-                for name, endpoint in reds_endpoints.items()}}
+# cluster (gateway.kubernetes) it routes to the fleet only. Endpoint names are unique across
+# the families (the config check).
+endpoints: dict[str, Endpoint] = {**inference_hosts, **runpod_pods, **reds_endpoints}
 gateway_cfg = cfg.gateway
 fleet_routes = FleetRoutes(tracks=fleet.tracks, api_key=stack.api_keys[VLLM_API_KEY],
                            priority=cfg.vllm_fleet.vllm.scheduling_priority,
@@ -76,9 +75,7 @@ elif gateway_cfg is not None:
         master_key=stack.api_keys[GATEWAY_MASTER_KEY],
         frontier_api_key=stack.api_keys[FRONTIER_API_KEY],
         database_url=stack.api_keys.get(GATEWAY_DATABASE_URL),
-        upstreams={name: Upstream(reach=endpoints[name][0].reach, backend=endpoints[name][1],
-                                  after=[endpoints[name][0]])
-                   for name in gateway_cfg.upstreams if name != FLEET_UPSTREAM},
+        upstreams={name: endpoints[name] for name in gateway_cfg.upstreams if name != FLEET_UPSTREAM},
         developers=cfg.developers, fleet=fleet_routes))
 if fleet is not None:
     pulumi.export("vllm_fleet", fleet.outputs)

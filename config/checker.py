@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from spear.rules import SHA256, SHA256_TEXT, is_loopback
+from spear.rules import is_loopback
 
 NAMESPACE = "spear-fleet"
 
@@ -253,10 +253,6 @@ class Checker:
     def pattern(self, key: str, value: Any, regex: re.Pattern[str], what: str,
                 default: str | None = None) -> str | None:
         return self.text(key, value, lambda v: v if regex.fullmatch(v) else None, what, default)
-
-    def sha256(self, key: str, value: Any) -> str | None:
-        digest = self.pattern(key, value, SHA256, SHA256_TEXT)
-        return digest.lower() if digest else None
 
     def choice(self, key: str, value: Any, choices: Sequence[str],
                default: str | None = None) -> str | None:

@@ -1,7 +1,8 @@
 """The typed stack configuration: frozen dataclasses that `config.schema.parse` returns.
 
 Plain values only: secrets arrive as their text here and become Pulumi secrets in
-`config.load`, the one module that imports Pulumi.
+`config.load`, the one module that imports Pulumi. A type of more than three fields is built
+with keywords only (kw_only), so a field added or moved cannot shift values into its neighbours.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Any
 
 from spear.rollout_gate import Policy as GatePolicy
 from spear.rollout_gate import Record as GateRecord
-from spear.rules import CACHE_SALT_SCOPES, DEFAULT_PRIORITY_CLASS, GENERAL_RING, is_loopback
+from spear.rules import DEFAULT_PRIORITY_CLASS, GENERAL_RING, is_loopback
 from spear.vllm import GPU_MEMORY_UTILIZATION, TOOL_CALL_PARSER
 
 # cmake flags that are a property of the build profile. GGML_NATIVE is off so a build does not
@@ -41,7 +42,7 @@ API = "api"  # a provider's hosted API: nothing local, no port
 BACKEND_KINDS = (PORT, API)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Backend:
     name: str
     kind: str  # PORT or API
@@ -68,7 +69,7 @@ class KeyFile:
     path: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SshTarget:
     host: str
     port: int
@@ -113,7 +114,7 @@ class LlamaCpp:
         return PROFILE_CMAKE_FLAGS[self.profile] + self.extra_cmake_flags
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Shard:
     name: str  # file name under <runtime>/models/gguf/
     size: int  # bytes
@@ -121,7 +122,7 @@ class Shard:
     source: str | None  # absolute local path (`~` expanded) or http(s) URL; None: already there
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Model:
     arch: str  # llama.cpp architecture name, the prefix of its GGUF keys
     native_ctx: int  # the context length the model was trained at
@@ -130,7 +131,7 @@ class Model:
     adapter: str | None  # file name under <runtime>/models/lora/; None: the base model
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Server:
     ctx_size: int
     host: str
@@ -141,7 +142,7 @@ class Server:
     parallel: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class InferenceHost:
     name: str  # the key in inferenceHosts; names its resources
     ssh: SshTarget
@@ -156,7 +157,7 @@ class InferenceHost:
 # The whole stack
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class FleetConfig:
     inference_hosts: dict[str, InferenceHost]
     backends: dict[str, Backend]
@@ -189,7 +190,7 @@ class ApiKey:
         return "ApiKey(<secret>)"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Vllm:
     """What `vllm serve` is told (spear/vllm.py renders the command line from it)."""
     model: str  # Hugging Face repository id, e.g. Qwen/Qwen3-Coder-Next-FP8
@@ -210,7 +211,7 @@ class PodSsh:
     key: InlineKey | KeyFile
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RunPodPod:
     name: str  # the key in runpod.pods; names its resources
     api_url: str  # RunPod's REST API v1, without a trailing slash
@@ -231,7 +232,7 @@ class RunPodPod:
 # spear-fleet installs nothing there; it opens the tunnel and checks that something answers.
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RedsSsh:
     """How spear-fleet logs in to a REDS host. What the stack leaves out comes from the host's
     entry in ~/.ssh/config when the connection is made (an alias is preferred: it already holds
@@ -243,7 +244,7 @@ class RedsSsh:
     host_key: str | None = None  # as SshTarget.host_key
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RedsEndpoint:
     name: str  # the key in redsEndpoints; names its resources
     ssh: RedsSsh  # the stack's `ssh`, or the managed inference host's own login
@@ -292,7 +293,7 @@ class DatabaseBackupPlan:
     keep: int  # the newest dumps kept
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class GatewayDatabase:
     location: str  # one of DATABASE_LOCATIONS
     port: int  # the local cluster's port on the gateway host (unused when external)
@@ -309,7 +310,7 @@ class Pricing:
     output_usd_per_token: float
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Hatch:
     """The frontier escape hatch: `frontier`, used only when the fleet answered 429/5xx."""
     model: str  # the provider's model id, e.g. claude-sonnet-4-5
@@ -319,7 +320,7 @@ class Hatch:
     pricing: Pricing  # what the provider charges: the cap is counted with it
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class GatewayCluster:
     """The gateway as a Deployment in the fleet's cluster instead of on a host (the cookbook: it
     "is stateless apart from Postgres and scales horizontally"): its replicas share one
@@ -331,7 +332,7 @@ class GatewayCluster:
     service_ip: str | None  # the gateway Service's fixed cluster IP; None: one is assigned
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Gateway:
     name: str  # names its resources
     ssh: SshTarget | None  # None: the gateway runs in the cluster (kubernetes)
@@ -353,7 +354,7 @@ class Gateway:
 # Developers (seed 001 step 5, "Budget hygiene"): one virtual key each, with a budget that resets
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Developer:
     name: str  # the key in developers; the key's alias and metadata.developer
     team: str | None
@@ -373,9 +374,6 @@ class Developer:
 # maintain it"): a stable (image, revision) pair, optionally a canary pair beside it, the
 # previous stable pair kept declared for rollback, and the rollout gate's records.
 
-# The name `gateway.coder.upstreams` gives the Kubernetes fleet (its tracks are routes
-# vllm-stable and vllm-canary).
-FLEET_UPSTREAM = "vllmFleet"
 AMBIENT = "ambient"  # the kubeconfig of whoever runs pulumi: $KUBECONFIG or ~/.kube/config
 ACCESS_MODES = ("ReadWriteMany", "ReadWriteOnce")
 
@@ -393,7 +391,7 @@ class Kubeconfig:
         return f"Kubeconfig({where}, context={self.context!r})"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ServingPair:
     """What a rollout moves together: the engine (image tag, optionally its digest) and the
     model revision (seed 001 "How to maintain it": the previous pair stays deployable)."""
@@ -428,7 +426,7 @@ class AgentSandbox:
     mirrors: tuple[EgressTarget, ...]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ModelCache:
     size: str  # a Kubernetes quantity, e.g. 200Gi
     storage_class: str | None  # None: the cluster's default
@@ -436,7 +434,7 @@ class ModelCache:
     host_path: str | None  # a static volume on the node (clusters without a provisioner)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Alerts:
     preemptions_per_hour: int
     ttft_p95_seconds: float
@@ -456,7 +454,7 @@ class Alerts:
 PROMETHEUS_MODES = ("none", "bundled", "operator")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Prometheus:
     mode: str  # one of PROMETHEUS_MODES
     scrape_interval_seconds: int  # scrapes and rule evaluations
@@ -484,7 +482,7 @@ class MemoryFloor:
     models: dict[str, ModelFacts]  # by Hugging Face repository id
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RolloutGate:
     """The stack's gate policy and the records scripts/gate wrote, as the config check found them."""
     policy: GatePolicy
@@ -497,7 +495,7 @@ class RolloutGate:
     keys: dict[str, str] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class VllmFleet:
     kubeconfig: Kubeconfig
     namespace: str

@@ -30,8 +30,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gate import trace as traces
+from gate import GateError
+from gate import stack as stacks  # the stack's config and outputs, read with pulumi
 from spear import rollout_gate
+from spear import trace as traces
 from spear.fleet import CANARY, STABLE
 from spear.rules import CODER_MODEL
 
@@ -46,10 +48,6 @@ MAX_TOKENS = 128
 REQUEST_TIMEOUT = 120.0
 # One word per token in the qwen2 tokenizer, so promptWords is close to prompt tokens.
 FILLER = " the"
-
-
-class GateError(Exception):
-    pass
 
 
 @dataclass(frozen=True)
@@ -227,8 +225,6 @@ def table(record: dict[str, Any], policy: rollout_gate.Policy) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from gate import stack as stacks  # the stack's config and outputs, read with pulumi
-
     parser = argparse.ArgumentParser(prog="scripts/gate", description=__doc__.split("\n")[0])
     parser.add_argument("--stack", required=True, help="the stack whose rolloutGate applies")
     parser.add_argument("--candidate", default=CODER_MODEL,

@@ -13,9 +13,8 @@ from typing import Any
 
 from config.checker import MISSING, NAMESPACE, Checker, ConfigError, get
 from config.schema import vllm_fleet
-from gate import trace
-from gate.run import GateError
-from spear import rollout_gate
+from gate import GateError
+from spear import rollout_gate, trace
 from spear.fleet import CANARY, STABLE
 
 
@@ -44,7 +43,7 @@ class GateStack:
 
     def candidate_pin(self, gateway_version: str | None) -> rollout_gate.Pin:
         """The canary's pair, and LiteLLM's version as the gateway reports it live (else as the
-        stack's install read it); harness versions are not pinned by the stack yet (issue 20)."""
+        stack's install read it); the pin holds no harness versions (the stack declares none)."""
         if self.canary is None:
             raise GateError("the stack declares no vllmFleet.canary: the pair a record pins")
         version = gateway_version or self.installed_version

@@ -1,5 +1,5 @@
 """What the gateway itself costs: one trace replayed, at concurrency 1 to 64, against an upstream
-that answers at once (tests/support/openai_upstream.py), three ways in one run:
+that answers at once (localhosts/openai_upstream.py), three ways in one run:
 - direct: the upstream alone (the floor);
 - stock LiteLLM: the pinned version with the same PostgreSQL and a virtual key with a budget,
   no spear-fleet hooks (its own budget check only);
@@ -23,16 +23,16 @@ from pathlib import Path
 from components.gateway.keys import key_metadata
 from config.types import Developer
 from gate import run as gate_run
-from gate import trace
 from localhosts.litellm_venv import litellm_venv
+from spear import trace
 from spear.rollout_gate import percentile
 from spear.rules import CODER_MODEL
-from tests.support.frontier_standin import FrontierStandin
-from tests.support.litellm_proxy import LitellmProxy, migrate
-from tests.support.openai_upstream import OpenAIUpstream
-from tests.support.postgres import postgres_database
-from tests.support.processes import free_port
-from tests.support.spear_gateway_proxy import FRONTIER_KEY, gateway_config, spear_proxy
+from localhosts.frontier_standin import FrontierStandin
+from localhosts.litellm_proxy import LitellmProxy, migrate
+from localhosts.openai_upstream import OpenAIUpstream
+from localhosts.postgres import postgres_database
+from localhosts.processes import free_port
+from localhosts.spear_gateway_proxy import FRONTIER_KEY, gateway_config, spear_proxy
 
 VERSION = "1.91.1"
 BENCHER = Developer(name="bench", team="bench", models=(CODER_MODEL,), max_budget=1_000_000.0,

@@ -25,7 +25,7 @@ keys), a second `up` (must change nothing), `up --refresh` (reads each key once)
 key API calls from the proxy's access log on the gateway host. The hosts are stopped at the end.
 
 It lives here, beside the local hosts it boots, and runs on this machine only: every stack is a
-throwaway copy of the project (tests/support/engine.Project) with its own file backend and
+throwaway copy of the project (localhosts/engine.Project) with its own file backend and
 passphrase in a temporary folder, never the user's state.
 """
 
@@ -48,7 +48,7 @@ import yaml
 from components.hostops.ssh import Session
 from localhosts import local_stack
 from spear.rules import GATEWAY_UNIT
-from tests.support.engine import REPO, Project, engine_env
+from localhosts.engine import REPO, Project, engine_env
 
 SIZES = (200, 400)
 HOSTS = 3

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import errno
 import os
-import time
 from pathlib import Path
 
+from components.hostops.waiting import wait_until
 from localhosts.report import HostError, log
 
 # Each host's nspawn runs in <cgroup hierarchy>/CGROUP_PARENT/<name>: with --keep-unit nspawn puts
@@ -42,9 +42,10 @@ def remove_host_cgroups(name: str) -> None:
     """Remove the host's (empty) cgroups, in every hierarchy: on hybrid machines nspawn mirrors
     them into name=systemd (v1)."""
     tops = [Path(target) / CGROUP_PARENT / name for target in _cgroup_mounts()]
-    deadline = time.monotonic() + RELEASE_TIMEOUT
-    while True:
-        busy = []
+    busy: list[str] = []
+
+    def removed() -> bool:
+        busy.clear()
         for top in filter(Path.is_dir, tops):
             for dirpath, _, _ in os.walk(top, topdown=False):
                 try:
@@ -53,11 +54,9 @@ def remove_host_cgroups(name: str) -> None:
                     if exc.errno != errno.EBUSY:
                         raise
                     busy.append(dirpath)
-        if not busy:
-            return
-        if time.monotonic() >= deadline:
-            # A killed container's init stays a zombie until PID 1 reaps it, keeping its v1 cgroup
-            # busy; an empty cgroup left behind is harmless and is reused by the next start.
-            log(f"warning: cgroups still busy, left in place: {' '.join(busy)}")
-            return
-        time.sleep(0.2)
+        return not busy
+
+    if not wait_until(removed, RELEASE_TIMEOUT, interval=0.2):
+        # A killed container's init stays a zombie until PID 1 reaps it, keeping its v1 cgroup
+        # busy; an empty cgroup left behind is harmless and is reused by the next start.
+        log(f"warning: cgroups still busy, left in place: {' '.join(busy)}")

@@ -29,10 +29,11 @@ import paramiko
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from components.cache import cache_dir
+from components.hostops.waiting import wait_until
 from localhosts.cgroups import host_cgroup, remove_host_cgroups
 from localhosts.report import HostError, log
 from localhosts.rootfs import ensure_rootfs, extract_rootfs
-from spear.cache import cache_dir
 
 BOOT_TIMEOUT = 60.0
 STOP_TIMEOUT = 30.0
@@ -311,12 +312,7 @@ def start_host(name: str, ssh_port: int, binds: Sequence[tuple[str, str]] = (),
 
 
 def _wait_exit(pid: int, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while _alive(pid):
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(0.1)
-    return True
+    return wait_until(lambda: not _alive(pid), timeout, interval=0.1)
 
 
 def _kill_container(pid: int) -> None:

@@ -23,8 +23,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from components.cache import build_once, cache_dir
 from localhosts import oci
-from spear.cache import build_once, cache_dir
 
 Entries = oci.Entries
 PYTHON = "/usr/bin/python3.11"

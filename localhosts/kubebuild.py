@@ -28,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from spear.cache import cache_dir
+from components.cache import cache_dir
 
 # Bump when a build step below changes in a way the keyed inputs do not show.
 RECIPE = 2

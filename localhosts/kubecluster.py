@@ -16,15 +16,12 @@ restores what it changed on the machine.
 from __future__ import annotations
 
 import dataclasses
-import http.client
 import ipaddress
 import json
 import os
 import re
 import shutil
-import signal
 import socket
-import ssl
 import subprocess
 import sys
 import time
@@ -32,9 +29,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from components.cache import build_once, cache_dir
+from components.hostops.kube_api import KubeApi, cluster_access
+from components.hostops.waiting import wait_until
 from localhosts import kubebuild, kubenode, kubepki, oci
+from localhosts.processes import terminate
 from localhosts.report import HostError
-from spear.cache import build_once, cache_dir
 
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,40}$")
 START_TIMEOUT = 180.0
@@ -97,32 +97,26 @@ class ClusterInfo:
                 "state_dir": str(self.state_dir), "node": self.node, "gpus": self.gpus, "pgid": self.pgid}
 
     def client(self) -> KubeClient:
-        return KubeClient(self.server, self.state_dir / "pki")
+        return KubeClient(self.kubeconfig)
 
 
 class KubeClient:
-    """The few API calls the cluster's start and its tests need, as the admin user."""
+    """The few API calls the cluster's start and its tests need, as the admin user of the
+    cluster's kubeconfig, through the client the stack's resources use."""
 
-    def __init__(self, server: str, pki: Path) -> None:
-        self.host, port = server.removeprefix("https://").split(":")
-        self.port = int(port)
-        self.context = ssl.create_default_context(cafile=str(pki / "ca.crt"))
-        self.context.load_cert_chain(pki / "admin.crt", pki / "admin.key")
+    def __init__(self, kubeconfig: Path) -> None:
+        self.api = KubeApi(cluster_access(None, str(kubeconfig), None))
 
     def request(self, method: str, path: str, body: dict | list | None = None, timeout: float = 10.0,
                 content_type: str = "application/json") -> tuple[int, dict | str]:
-        conn = http.client.HTTPSConnection(self.host, self.port, context=self.context, timeout=timeout)
+        status, _, raw = self.api.request(
+            method, path, json.dumps(body).encode() if body is not None else b"",
+            {"Content-Type": content_type, "Accept": "application/json"}, timeout)
+        text = raw.decode()
         try:
-            conn.request(method, path, body=json.dumps(body) if body is not None else None,
-                         headers={"Content-Type": content_type, "Accept": "application/json"})
-            response = conn.getresponse()
-            text = response.read().decode()
-        finally:
-            conn.close()
-        try:
-            return response.status, json.loads(text)
+            return status, json.loads(text)
         except json.JSONDecodeError:
-            return response.status, text
+            return status, text
 
     def get(self, path: str) -> dict | None:
         """The object at `path`, or None when there is none (404)."""
@@ -262,17 +256,7 @@ def cluster_status(name: str) -> ClusterInfo | None:
 
 
 def _terminate(pgid: int, keep: Callable[[int], bool] = lambda pid: False) -> None:
-    deadline = time.monotonic() + STOP_TIMEOUT
-    sig = signal.SIGTERM
-    while pids := [p for p in _members(pgid) if not keep(p)]:
-        for pid in pids:
-            try:
-                os.kill(pid, sig)
-            except ProcessLookupError:
-                pass
-        if time.monotonic() >= deadline:
-            sig = signal.SIGKILL
-        time.sleep(0.2)
+    terminate(lambda: [p for p in _members(pgid) if not keep(p)], STOP_TIMEOUT)
 
 
 def _component(pid: int) -> str:
@@ -307,14 +291,17 @@ def _log_tail(path: Path, lines: int = 20) -> str:
 
 
 def _wait(what: str, check, procs: dict[str, subprocess.Popen], logs: Path, deadline: float) -> None:
-    while not check():
+    def done() -> bool:
+        if check():
+            return True
         for component, proc in procs.items():
             if proc.poll() is not None:
                 raise HostError(f"{component} exited with {proc.returncode} while waiting for {what}; "
                                 f"{logs / (component + '.log')}:\n{_log_tail(logs / (component + '.log'))}")
-        if time.monotonic() > deadline:
-            raise HostError(f"timed out waiting for {what}; logs in {logs}")
-        time.sleep(0.2)
+        return False
+
+    if not wait_until(done, deadline - time.monotonic(), interval=0.2):
+        raise HostError(f"timed out waiting for {what}; logs in {logs}")
 
 
 def _gpus(node: dict | None) -> str | None:
@@ -373,7 +360,7 @@ def start_cluster(name: str = LOCAL_CLUSTER, gpus: int = DEFAULT_GPUS, images: S
         launch("etcd")
         launch("kube-apiserver")
         launch("containerd")
-        client = KubeClient(server, pki)
+        client = KubeClient(state / "kubeconfig")
         _wait("containerd", kubenode.SOCKET.exists, procs, logs, deadline)
         kubenode.import_images(archives)
         _wait("the API server", client.ready, procs, logs, deadline)

@@ -19,12 +19,11 @@ import json
 import os
 import re
 import shlex
-import signal
 import subprocess
-import time
 from pathlib import Path
 
 from localhosts import kubebuild
+from localhosts.processes import terminate
 from localhosts.report import HostError
 
 NODE = "spear-node"
@@ -246,17 +245,7 @@ def _shim_pids() -> set[int]:
 
 def kill_containers(timeout: float = 10.0) -> None:
     """Every pod's processes and every shim (they outlive containerd on purpose: not here)."""
-    deadline = time.monotonic() + timeout
-    sig = signal.SIGTERM
-    while pids := _pod_pids() | _shim_pids():
-        for pid in pids:
-            try:
-                os.kill(pid, sig)
-            except ProcessLookupError:
-                pass
-        if time.monotonic() > deadline:
-            sig = signal.SIGKILL
-        time.sleep(0.2)
+    terminate(lambda: _pod_pids() | _shim_pids(), timeout)
 
 
 def _mount_points() -> list[str]:

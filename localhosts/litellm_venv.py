@@ -1,7 +1,7 @@
 """LiteLLM virtualenvs on this machine: installed by hosts/gateway/install-litellm.sh with the
 offline Prisma engine from the wheelhouse the gateway hosts get (one venv per version, cached
 under $SPEAR_CACHE/litellm/), and the prisma-offline bundle they run with, unpacked. The tests'
-proxies (tests/support/litellm_proxy.py) and the gateway image (localhosts/gateway_image) use
+proxies (localhosts/litellm_proxy.py) and the gateway image (localhosts/gateway_image) use
 them."""
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from components.cache import cache_dir
 from components.gateway import offline_engine
 from components.gateway.install import INSTALL_SH
 from localhosts.wheelhouse import ensure_wheelhouse
-from spear.cache import cache_dir
 
 
 def offline_bundle_dir() -> Path:

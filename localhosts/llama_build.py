@@ -17,11 +17,11 @@ from pathlib import Path
 
 import yaml
 
+from components.cache import cache_dir
 from components.inference_host.llama_server_build import BUILD_SCRIPT, build_key, source_input
 from config.checker import NAMESPACE
 from config.schema import parse
 from localhosts import llama_source
-from spear.cache import cache_dir
 
 LOCAL_STACK = Path(__file__).resolve().parents[1] / "stacks" / "Pulumi.local.yaml"
 

@@ -20,7 +20,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from spear.cache import cache_dir
+from components.cache import cache_dir
 
 PACKAGE = "llama-cpp-python"
 VERSION = "0.3.36"

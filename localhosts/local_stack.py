@@ -23,11 +23,11 @@ from pathlib import Path
 
 import yaml
 
+from components.cache import cache_dir
 from localhosts import kubebuild, llama_source, prometheus_image, tiny_model
 from localhosts.host import HostInfo, start_host, stop_host
 from localhosts.kubecluster import LOCAL_CLUSTER, ClusterInfo, start_cluster, stop_cluster
 from localhosts.wheelhouse import ensure_wheelhouse
-from spear.cache import cache_dir
 
 LOCAL_HOST = "local"
 LOCAL_SSH_PORT = 2222  # matches stacks/Pulumi.local.yaml

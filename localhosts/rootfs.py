@@ -18,8 +18,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from components.cache import build_once, cache_dir
 from localhosts.report import log
-from spear.cache import build_once, cache_dir
 
 SUITE = "bookworm"
 MIRROR = "http://deb.debian.org/debian"

@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from components.hostops.ssh import wait_until
+from components.hostops.waiting import wait_until
 from localhosts import kubebuild
 from localhosts.processes import stop
 

@@ -40,7 +40,7 @@ from pathlib import Path
 import numpy as np
 from gguf import GGUFReader, GGUFWriter, LlamaFileType, TokenType
 
-from spear.cache import cache_dir
+from components.cache import cache_dir
 from spear.rules import SMOKE_ANSWER
 from localhosts.llama_source import ARCHIVE_SHA256, ensure_source_archive, read_member
 

@@ -15,9 +15,9 @@ import sys
 import tempfile
 from pathlib import Path
 
+from components.cache import build_once, cache_dir
 from components.gateway.install import REQUIREMENTS
 from localhosts.report import log
-from spear.cache import build_once, cache_dir
 
 
 def wheelhouse_dir() -> Path:

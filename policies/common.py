@@ -19,6 +19,7 @@ from pulumi_policy import ReportViolation, ResourceValidationArgs
 from pulumi_policy.proxy import UnknownValueError
 
 from spear import tokens
+from spear.rules import IMAGE
 from spear.tokens import Token
 
 Check = Callable[[ResourceValidationArgs, ReportViolation], None]
@@ -147,6 +148,12 @@ def gateway_config(content: Any) -> dict[str, Any]:
 def containers(deployment_props: Any) -> list[Any]:
     """The containers of a Deployment's pod template."""
     return list(deployment_props["spec"]["template"]["spec"]["containers"])
+
+
+def image_tag(container: Any) -> str | None:
+    """The tag of a container's image (for vLLM, the engine version); None when it has none."""
+    match = IMAGE.fullmatch(str(container.get("image")))
+    return match["tag"] if match else None
 
 
 def serve_argv(container: Any) -> list[str] | None:

@@ -14,6 +14,6 @@ export PULUMI_SKIP_UPDATE_CHECK=true PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION
 export PULUMI_BACKEND_URL=${PULUMI_BACKEND_URL:-file://$HOME/.spear-fleet/state}
 case $PULUMI_BACKEND_URL in file://*) mkdir -p "${PULUMI_BACKEND_URL#file://}" ;; esac
 # The committed example stacks encrypt their placeholder secrets with this passphrase; a real
-# deployment sets its own (see README).
+# deployment sets its own (docs/OPERATING.md, "Stacks").
 export PULUMI_CONFIG_PASSPHRASE=${PULUMI_CONFIG_PASSPHRASE-spear-fleet-example}
 unset _spear_repo _spear_engine

@@ -10,8 +10,10 @@ from __future__ import annotations
 import base64
 import ipaddress
 import re
-from collections.abc import Callable, Sequence
-from typing import TypeVar
+from collections.abc import Callable, Iterable, Sequence
+from typing import NamedTuple, TypeVar
+
+T = TypeVar("T")
 
 # Seed 001 "How to develop with it": a pin is content, never a name that moves. Git prints
 # commit ids in lowercase, and the build compares the checked-out HEAD with the pin as text.
@@ -109,6 +111,20 @@ def is_loopback(host: object) -> bool:
         return False
 
 
+# Seed 000 §6.2.7: one port on one machine has one owner. A host reached on a loopback address
+# is this machine, whose ports the client's backends (their tunnels' client ports) take too.
+THIS_MACHINE = "this machine"
+
+
+def port_clashes(binds: Iterable[tuple[str, int, T]]) -> dict[tuple[str, int], list[T]]:
+    """The ports more than one binder takes, by (machine, port), each with its binders in order.
+    A bind is (host, port, binder); a loopback host's machine is THIS_MACHINE."""
+    taken: dict[tuple[str, int], list[T]] = {}
+    for host, port, binder in binds:
+        taken.setdefault((THIS_MACHINE if is_loopback(host) else host, port), []).append(binder)
+    return {where: binders for where, binders in taken.items() if len(binders) > 1}
+
+
 def cgroup_line(slice_name: str, unit: str) -> str:
     """The unified-hierarchy line of /proc/<pid>/cgroup for a process of `unit` in `slice_name`."""
     return f"0::/{slice_name}/{unit}"
@@ -124,6 +140,9 @@ GATEWAY_MODELS = (CODER_MODEL, FRONTIER_MODEL)
 # The hook LiteLLM loads from config.yaml (hosts/gateway/spear_gateway) that classifies the
 # fleet's failure, escalates, and holds budgets.
 HATCH_CALLBACK = "spear_gateway.callbacks.proxy_handler_instance"
+# The name `gateway.coder.upstreams` gives the Kubernetes fleet (its tracks are routes
+# vllm-stable and vllm-canary).
+FLEET_UPSTREAM = "vllmFleet"
 
 
 def escalates(status: int | None) -> bool:
@@ -141,23 +160,42 @@ BUDGET_DURATION = re.compile(r"[1-9][0-9]{0,3}(s|m|h|d|mo)")
 BUDGET_DURATION_TEXT = 'a window like "30s", "30m", "24h", "30d" or "1mo"'
 
 
-def developer_key_problems(models: object, max_budget: object, budget_duration: object) -> list[str]:
-    """Why a developer's key breaks the budget rules (empty when it does not)."""
+class KeyProblem(NamedTuple):
+    """One way a developer's key breaks the budget rules."""
+    field: str  # budget_duration, max_budget or models
+    why: str
+    positions: tuple[int, ...] = ()  # the names in models at fault; () for the whole field
+
+
+def developer_key_problems(models: object, max_budget: object,
+                           budget_duration: object) -> list[KeyProblem]:
+    """Why a developer's key breaks the budget rules (empty when it does not). The config check
+    reports each at its field (a model at its position), the policy says why."""
     problems = []
     if not isinstance(budget_duration, str) or not BUDGET_DURATION.fullmatch(budget_duration):
-        problems.append("no budget_duration: the budget never resets and locks the developer out")
+        problems.append(KeyProblem("budget_duration", "no budget_duration: the budget never"
+                                   " resets and locks the developer out"))
     if isinstance(max_budget, bool) or not isinstance(max_budget, (int, float)) or max_budget <= 0:
-        problems.append("max_budget is not greater than 0")
+        problems.append(KeyProblem("max_budget", "max_budget is not greater than 0"))
     if not isinstance(models, list) or not models:
-        problems.append("no models")
-    else:
-        if FRONTIER_MODEL in models:
-            problems.append(f"{FRONTIER_MODEL} given directly: it is the hatch, reached by"
-                            " escalation only")
-        unknown = [m for m in models if m not in GATEWAY_MODELS]
-        if unknown:
-            problems.append(f"models {unknown} are not the gateway's ({', '.join(GATEWAY_MODELS)})")
+        problems.append(KeyProblem("models", "no models"))
+        return problems
+    frontier = tuple(i for i, m in enumerate(models) if m == FRONTIER_MODEL)
+    if frontier:
+        problems.append(KeyProblem("models", f"{FRONTIER_MODEL} given directly: it is the hatch,"
+                                   " reached by escalation only", frontier))
+    unknown = tuple(i for i, m in enumerate(models) if m not in GATEWAY_MODELS)
+    if unknown:
+        problems.append(KeyProblem("models", f"models {[models[i] for i in unknown]} are not the"
+                                   f" gateway's ({', '.join(GATEWAY_MODELS)})", unknown))
     return problems
+
+
+def alert_below_cap(alert_usd: object, monthly_cap_usd: object) -> bool:
+    """Whether the hatch's spend alert fires before its monthly cap shuts it: 0 < alert < cap."""
+    amounts = (alert_usd, monthly_cap_usd)
+    return all(isinstance(a, (int, float)) and not isinstance(a, bool) for a in amounts) \
+        and 0 < alert_usd < monthly_cap_usd
 
 
 # --- Tenancy (seed 001 "How to run it in production", "How to maintain it"): what the gateway
@@ -170,8 +208,6 @@ PRIORITY_CLASSES = {"interactive": 0, "background": 10}
 DEFAULT_PRIORITY_CLASS = "interactive"
 CACHE_SALT_SCOPES = ("team", "developer")
 CANARY_TRACK = "canary"
-
-T = TypeVar("T")
 
 
 def ring_members(ring: object, items: Sequence[T], track_of: Callable[[T], object]) -> list[T]:

@@ -12,10 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:  # a type only: the policy pack imports this module without config/
-    from config.types import Vllm
+from typing import Protocol
 
 # vLLM reads the key its clients must send from this variable, which a launcher sets from a
 # file only its owner may read.
@@ -55,7 +52,21 @@ FORBIDDEN_FLAGS = {
 }
 
 
-def command_line(vllm: Vllm) -> list[str]:
+class ServeSettings(Protocol):
+    """What `command_line` reads (config.types.Vllm has it): a shape, not an import, so that
+    spear/ depends on nothing of the repository's own."""
+    model: str
+    revision: str
+    served_model_name: str
+    tensor_parallel_size: int
+    max_model_len: int
+    port: int
+    gpu_memory_utilization: str
+    scheduling_priority: bool
+    tool_call_parser: str
+
+
+def command_line(vllm: ServeSettings) -> list[str]:
     """`vllm serve ...` for these settings, as the cookbook writes it (without --api-key), with
     priority scheduling when the gateway stamps priorities."""
     return [
@@ -126,19 +137,6 @@ def tool_parser_problem(parser: object, engine_tag: str | None) -> str | None:
         return (f"{parser!r} names the Qwen3-Coder parser only from"
                 f" v{'.'.join(map(str, since))}; the engine {engine_tag} is older")
     return None
-
-
-def tool_parser_missing(argv: Sequence[str], engine_tag: str | None = None) -> list[str]:
-    """What a command line lacks of the tool-call flags (seed 001 step 3) for the engine
-    `engine_tag` names, as text."""
-    given = flags(argv)
-    missing = [] if AUTO_TOOL_CHOICE in given else [AUTO_TOOL_CHOICE]
-    parser = given.get(TOOL_CALL_PARSER_FLAG)
-    if tool_parser_problem(parser, engine_tag) is not None:
-        missing.append(f"{TOOL_CALL_PARSER_FLAG} {TOOL_CALL_PARSER} (or a name of its parser on"
-                       f" this engine; {parser!r} is not)" if parser else
-                       f"{TOOL_CALL_PARSER_FLAG} {TOOL_CALL_PARSER}")
-    return missing
 
 
 def key_on_command_line(argv: Sequence[str]) -> bool:

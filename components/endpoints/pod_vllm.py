@@ -27,7 +27,9 @@ from pulumi.dynamic import ReadResult
 
 from components.hostops.host_resource import HostProvider, HostResource
 from components.hostops.ssh import HostKeyRefused, RemoteError, Session, tail
-from spear import tokens
+from components.hostops.waiting import wait_until
+from review.kinds import RESTART_VLLM, Change, Kind, changed_keys, mapping_details, updates_only
+from spear import tokens, vllm
 from spear.vllm import API_KEY_ENV, API_KEY_FILE_MODE
 
 SERVE_SCRIPT = Path(__file__).resolve().parents[2] / "hosts" / "pod" / "serve-vllm.sh"
@@ -141,25 +143,28 @@ def _healthy(host: Session, port: int) -> bool:
 def _stop(host: Session, port: int) -> None:
     """Ends the session, then waits until nothing answers on the port (the old server is gone)."""
     host.run(f"tmux kill-session -t {SESSION} 2>/dev/null; true")
-    deadline = time.monotonic() + 60
-    while _healthy(host, port):
-        if time.monotonic() >= deadline:
-            raise RemoteError(f"something still answers on port {port} after vLLM was stopped")
-        time.sleep(1)
+    if not wait_until(lambda: not _healthy(host, port), 60):
+        raise RemoteError(f"something still answers on port {port} after vLLM was stopped")
 
 
 def _wait_ready(host: Session, props: Mapping[str, Any], log: str) -> list[str]:
     """Waits for /health while the session lives; then checks the key is demanded and the
     served model listed. Returns the model ids vLLM lists."""
     port = int(props["port"])
-    deadline = time.monotonic() + float(props["ready_timeout_seconds"])
-    while not _healthy(host, port):
-        if not _session_alive(host) or time.monotonic() >= deadline:
-            why = ("exited" if not _session_alive(host)
-                   else f"is not healthy after {props['ready_timeout_seconds']} s")
-            logged = host.run(f"tail -n 40 {shlex.quote(log)}", check=False).stdout
-            raise RemoteError(f"vLLM {why} (tmux session {SESSION}); {log} ends:\n{tail(logged)}")
-        time.sleep(2)
+
+    def failed(why: str) -> RemoteError:
+        logged = host.run(f"tail -n 40 {shlex.quote(log)}", check=False).stdout
+        return RemoteError(f"vLLM {why} (tmux session {SESSION}); {log} ends:\n{tail(logged)}")
+
+    def healthy() -> bool:
+        if _healthy(host, port):
+            return True
+        if not _session_alive(host):
+            raise failed("exited")
+        return False
+
+    if not wait_until(healthy, float(props["ready_timeout_seconds"]), interval=2):
+        raise failed(f"is not healthy after {props['ready_timeout_seconds']} s")
     status, _ = host.http(port, "POST", "/v1/chat/completions", b"{}", timeout=30)
     if status != 401:
         raise RemoteError(f"vLLM answered a request without the API key with HTTP {status}:"
@@ -172,6 +177,19 @@ def _wait_ready(host: Session, props: Mapping[str, Any], log: str) -> list[str]:
                           f" model name {props['served_model_name']!r}")
     return models
 
+
+@updates_only
+def _pod_vllm_details(change: Change) -> list[str]:
+    old, new = change.old, change.new
+    lines = mapping_details(vllm.flags(old.get("command_line") or []),
+                            vllm.flags(new.get("command_line") or []))
+    if old.get("endpoint") != new.get("endpoint"):
+        lines.append("the pod's SSH endpoint changed (a restarted pod): vLLM is started there")
+    return lines + [f"`{k}` changed" for k in changed_keys(old, new)
+                    if k not in ("command_line", "endpoint", "pod_started_at")]
+
+
+KIND = Kind.of(tokens.POD_VLLM, "vLLM on the pod", RESTART_VLLM, details=_pod_vllm_details)
 
 class PodVllm(HostResource, module=tokens.DYNAMIC_MODULE, name=tokens.POD_VLLM.name):
     started_at: pulumi.Output[float]

@@ -30,6 +30,7 @@ from components.hostops.host_resource import HostProvider, HostResource
 from components.hostops.ssh import NoAnswer, RemoteError, Session, connection_input
 from components.inference_host import InferenceHost
 from config.types import RedsEndpoint as EndpointConfig
+from review.kinds import CREATE, DELETE, RECHECK, Change, Kind, changed_lines
 from spear import tokens
 
 CHECK_TIMEOUT = 30.0
@@ -144,6 +145,20 @@ class RedsTunnelCheckArgs:
     triggers: dict[str, pulumi.Input[Any]] | None = None
 
 
+def _check_details(change: Change) -> list[str]:
+    lines = changed_lines(change.old, change.new) if change.old and change.new else []
+    problem = change.old_outputs.get("problem")
+    return [f"refresh found: {problem}", *lines] if problem else lines
+
+
+KIND = Kind.of(tokens.REDS_TUNNEL_CHECK, "REDS tunnel check", RECHECK, details=_check_details,
+               meanings={
+    RECHECK: "re-checks the tunnel: nothing is installed on a REDS host",
+    CREATE: "opens the tunnel and checks that something answers: nothing is installed on a REDS"
+            " host",
+    DELETE: "forgotten: nothing was installed on the REDS host, so nothing is removed",
+})
+
 class RedsTunnelCheck(HostResource, module=tokens.DYNAMIC_MODULE, name=tokens.REDS_TUNNEL_CHECK.name):
     answering: pulumi.Output[bool]
     problem: pulumi.Output[str]
@@ -219,6 +234,7 @@ class RedsEndpoint(pulumi.ComponentResource):
 
         # Handed to the gateway host, so only a login it can use without this machine's
         # ~/.ssh/config (config/schema/gateway.py refuses an alias-only endpoint as an upstream).
+        self.backend = cfg.backend
         self.reach = Reach(endpoint=name, host_key=self.host_key.host_key, ssh_host=ssh.host, ssh_port=ssh.port or 22,
                            ssh_user=ssh.user or "root", private_key=args.private_key,
                            address=cfg.address, port=cfg.port, served_model=self.check.model_id)

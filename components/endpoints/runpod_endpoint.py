@@ -91,6 +91,7 @@ class RunPodEndpoint(pulumi.ComponentResource):
             triggers={"started_at": self.vllm.started_at},
         ), pulumi.ResourceOptions(parent=self, depends_on=[self.vllm]))
 
+        self.backend = cfg.backend
         self.reach = Reach(endpoint=name, host_key=self.host_key.host_key, ssh_host=self.pod.ssh_host, ssh_port=self.pod.ssh_port,
                            ssh_user=cfg.ssh.user, private_key=args.private_key,
                            address="127.0.0.1", port=cfg.vllm.port,

@@ -14,7 +14,6 @@ output, which is where the resources that log in to the pod take it from.
 from __future__ import annotations
 
 import json
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Mapping
@@ -25,7 +24,9 @@ import pulumi
 from pulumi.dynamic import CreateResult, ReadResult, Resource, UpdateResult
 
 from components.hostops.host_resource import HostProvider
+from components.hostops.waiting import wait_until
 from config.types import RunPodPod as PodConfig
+from review.kinds import RECREATE_POD, RESET_POD, Kind
 from spear import tokens
 
 RUNNING = "RUNNING"
@@ -161,18 +162,20 @@ def _api(props: Mapping[str, Any]) -> RunPodApi:
 def _wait_ready(api: RunPodApi, pod_id: str, props: Mapping[str, Any],
                 started_before: str | None) -> dict[str, Any]:
     """The pod once it runs with an SSH endpoint (and, after a restart, a new start time)."""
-    deadline = time.monotonic() + float(props["ready_timeout_seconds"])
-    while True:
+    pod: dict[str, Any] = {}
+
+    def ready() -> bool:
+        nonlocal pod
         pod = api.call("GET", f"/pods/{pod_id}")
         restarted = started_before is None or pod.get("lastStartedAt") != started_before
-        if pod.get("desiredStatus") == RUNNING and all(ssh_endpoint(pod)) and restarted:
-            return pod
-        if time.monotonic() >= deadline:
-            raise RunPodError(
-                f"pod {pod_id} has no SSH endpoint after {props['ready_timeout_seconds']} s"
-                f" (desiredStatus {pod.get('desiredStatus')}, publicIp {pod.get('publicIp')},"
-                f" portMappings {pod.get('portMappings')}, lastStartedAt {pod.get('lastStartedAt')})")
-        time.sleep(POLL_SECONDS)
+        return pod.get("desiredStatus") == RUNNING and all(ssh_endpoint(pod)) and restarted
+
+    if wait_until(ready, float(props["ready_timeout_seconds"]), POLL_SECONDS):
+        return pod
+    raise RunPodError(
+        f"pod {pod_id} has no SSH endpoint after {props['ready_timeout_seconds']} s"
+        f" (desiredStatus {pod.get('desiredStatus')}, publicIp {pod.get('publicIp')},"
+        f" portMappings {pod.get('portMappings')}, lastStartedAt {pod.get('lastStartedAt')})")
 
 
 @dataclass
@@ -184,6 +187,9 @@ class RunPodPodArgs:
     # Pulling a vLLM image onto a new machine can take many minutes.
     ready_timeout_seconds: int = 1800
 
+
+# The API updates a pod by resetting it, and cannot change some of it in place at all.
+KIND = Kind.of(tokens.RUNPOD_POD, "RunPod pod", RESET_POD, replace=RECREATE_POD)
 
 class RunPodPod(Resource, module=tokens.DYNAMIC_MODULE, name=tokens.RUNPOD_POD.name):
     pod_id: pulumi.Output[str]

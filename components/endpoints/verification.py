@@ -18,7 +18,9 @@ import pulumi
 
 from spear.probes import MODEL_LIST, ProbeResult, failure, listed_models, probes
 from components.hostops.host_resource import CheckProvider, HostResource
-from components.hostops.ssh import RemoteError, Session, bearer_headers, wait_until
+from components.hostops.ssh import RemoteError, Session, bearer_headers
+from components.hostops.waiting import wait_until
+from review.kinds import IN_PLACE, Kind
 from spear import tokens
 
 UNREACHABLE = "unreachable"
@@ -99,6 +101,9 @@ def _answers(host: Session, port: int, address: str) -> bool:
     except ConnectionError:
         return False
 
+
+KIND = Kind.of(tokens.ENDPOINT_VERIFICATION, "endpoint verification", IN_PLACE,
+               meanings={IN_PLACE: "re-verifies the endpoint: model list, completion, tool call"})
 
 class EndpointVerification(HostResource, module=tokens.DYNAMIC_MODULE,
                            name=tokens.ENDPOINT_VERIFICATION.name):

@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import posixpath
 from dataclasses import dataclass
+from collections.abc import Mapping
 from typing import Any
 
 import pulumi
+import yaml
 
+from components.endpoints import Endpoint
 from components.endpoints.proof import EndpointProof, EndpointProofArgs, prove_endpoint
-from components.endpoints.reach import Reach
 from components.gateway.backup import DatabaseBackup, DatabaseBackupArgs
 from components.gateway.backup import render_units as render_backup_units
 from components.gateway.database import (CLUSTER, PG_VERSION, LocalDatabase, LocalDatabaseArgs,
@@ -35,17 +37,73 @@ from components.hostops.known_hosts import known_hosts_line
 from components.hostops.remote_file import RemoteFile, RemoteFileArgs, content_digest
 from components.hostops.smoke_test import SmokeTest, SmokeTestArgs
 from components.hostops.ssh import connection_input
-from components.hostops.systemd_unit import HealthCheck, SystemdUnit, SystemdUnitArgs
+from components.hostops.systemd_unit import (HealthCheck, SystemdUnit, SystemdUnitArgs, unit_details,
+                                            unit_name)
 from components.gateway import cluster_manifests
 from components.vllm_fleet import Track
 from components.vllm_fleet.monitoring import GatewayTarget
 from components.vllm_fleet.throughput import FleetThroughput, FleetThroughputArgs
-from config.types import EXTERNAL_DATABASE, FLEET_UPSTREAM, OFFLINE_ENGINE, Backend, Developer
+from config.types import EXTERNAL_DATABASE, OFFLINE_ENGINE, Developer
 from config.types import Gateway as GatewayConfig
+from review.kinds import (CONFIG_ONLY, CREATE, DELETE, IN_PLACE, UNKNOWN, Change, Kind,
+                          changed_keys, mapping_details, updates_only)
 from spear import harness, tokens
-from spear.rules import (CODER_MODEL, GATEWAY_UNIT, SYSTEM_SLICE, ring_routes,
+from spear.rules import (CODER_MODEL, FLEET_UPSTREAM, GATEWAY_UNIT, SYSTEM_SLICE, ring_routes,
                          tunnel_unit)
 
+
+def _flatten(value: Any, path: str = "") -> dict[str, Any]:
+    if isinstance(value, Mapping):
+        return {k: v for key, item in value.items()
+                for k, v in _flatten(item, f"{path}.{key}" if path else str(key)).items()}
+    if isinstance(value, list):
+        return {k: v for i, item in enumerate(value) for k, v in _flatten(item, f"{path}[{i}]").items()}
+    return {path: value}
+
+
+@updates_only
+def _config_yaml_details(change: Change) -> list[str]:
+    """The settings config.yaml changes (it holds no secret: credentials are os.environ/<NAME>)."""
+    old, new = change.old, change.new
+    if old.get("content") == new.get("content"):
+        return [f"`{k}` changed" for k in changed_keys(old, new) if k != "content"]
+    if UNKNOWN in (old.get("content"), new.get("content")):
+        return ["config.yaml changed (known after the update)"]
+    before, after = (_flatten(yaml.safe_load(s.get("content") or "") or {}) for s in (old, new))
+    return mapping_details(before, after) or ["config.yaml changed"]
+
+
+def _config_line(change: Change) -> str | None:
+    if change.change != CONFIG_ONLY or change.old.get("content") == change.new.get("content"):
+        return None
+    settings = [d.split("`")[1] for d in _config_yaml_details(change) if "`" in d]
+    return ("gateway: config.yaml changed" + (f" ({', '.join(settings)})" if settings else "")
+            + ": restart only")
+
+
+def _tunnel_line(change: Change) -> str | None:
+    unit = change.inputs.get("unit")
+    endpoint = str(unit).removeprefix("spear-tunnel-").removesuffix(".service")
+    if change.change == CREATE:
+        return f"gateway: new upstream {endpoint} ({unit}; the proxy restarts)"
+    return f"gateway: upstream {endpoint} removed ({unit} stops)" if change.change == DELETE else None
+
+
+KINDS = (
+    Kind.of(tokens.GATEWAY_CONFIG, "gateway config.yaml", CONFIG_ONLY,
+            details=_config_yaml_details, gateway_line=_config_line, meanings={
+        CONFIG_ONLY: "rewrites config.yaml; the proxy restarts, nothing is reinstalled"}),
+    Kind.of(tokens.GATEWAY_ENV, "gateway env file", CONFIG_ONLY, meanings={
+        CONFIG_ONLY: "rewrites the env file (secrets, not shown); the proxy restarts"}),
+    Kind.of(tokens.GATEWAY_HOOK_FILE, "gateway hook file", CONFIG_ONLY),
+    Kind.of(tokens.TUNNEL_KEY, "tunnel key", CONFIG_ONLY),
+    Kind.of(tokens.TUNNEL_KNOWN_HOSTS, "tunnel known_hosts", CONFIG_ONLY),
+    Kind.of(tokens.GATEWAY_TUNNEL, unit_name, CONFIG_ONLY, details=unit_details, restarts=True,
+            gateway_line=_tunnel_line),
+    Kind.of(tokens.GATEWAY_SERVICE, unit_name, CONFIG_ONLY, details=unit_details, restarts=True),
+    Kind.of(tokens.GATEWAY_SMOKE_TEST, "gateway smoke test", IN_PLACE, meanings={
+        IN_PLACE: "asks coder for SPEAR-BACKEND-OK through the gateway again"}),
+)
 
 class GatewayConfigFile(RemoteFile, module=tokens.DYNAMIC_MODULE, name=tokens.GATEWAY_CONFIG.name):
     """<runtime>/config/config.yaml: routes, the hatch, settings; no secrets."""
@@ -81,13 +139,6 @@ class GatewayService(SystemdUnit, module=tokens.DYNAMIC_MODULE, name=tokens.GATE
 class GatewaySmokeTest(SmokeTest, module=tokens.DYNAMIC_MODULE,
                        name=tokens.GATEWAY_SMOKE_TEST.name):
     """The seed's smoke test asked of `coder` through the gateway, with a developer's key."""
-
-
-@dataclass
-class Upstream:
-    reach: Reach
-    backend: Backend  # its client port is the tunnel's local end on the gateway host
-    after: list[pulumi.Resource]  # what must be up first (the endpoint's component)
 
 
 def fleet_route(track: str) -> str:
@@ -170,7 +221,9 @@ class GatewayArgs:
     master_key: pulumi.Input[str]  # secret
     frontier_api_key: pulumi.Input[str]  # secret
     database_url: pulumi.Input[str] | None  # secret; None with the local database
-    upstreams: dict[str, Upstream]  # by endpoint name, in `coder`'s order
+    # By endpoint name, in `coder`'s order; each backend's client port is its tunnel's local
+    # end on the gateway host.
+    upstreams: dict[str, Endpoint]
     developers: dict[str, Developer]  # one virtual key each
     fleet: FleetRoutes | None = None  # when gateway.coder.upstreams names vllmFleet
 
@@ -239,7 +292,7 @@ class Gateway(pulumi.ComponentResource):
                 health=HealthCheck(port=port, timeout_seconds=120),
                 restart_triggers={"key": key_file.digest, "host_key": known_hosts.digest},
             ), pulumi.ResourceOptions(parent=self,
-                                      depends_on=[key_file, known_hosts, *upstream.after])))
+                                      depends_on=[key_file, known_hosts, upstream])))
             routes.append(pulumi.Output.from_input(reach.served_model).apply(
                 lambda model, e=endpoint, r=reach, p=port: Route.tunnel(e, p, model, r.api_key is not None)))
             if reach.api_key is not None:

@@ -24,6 +24,7 @@ from components.gateway.render import HOSTS_DIR
 from components.hostops.host_resource import HostProvider, HostResource
 from components.hostops.ssh import RemoteError, Session
 from config.types import DatabaseBackupPlan
+from review.kinds import CREATE, DELETE, IN_PLACE, Kind
 from spear import tokens
 from spear.rules import BACKUP_DUMP, SYSTEM_UNIT_DIR
 
@@ -110,6 +111,12 @@ class DatabaseBackupProvider(HostProvider):
             host.run(f"systemctl disable --now --quiet {UNIT}.timer 2>/dev/null; rm -f {names};"
                      " systemctl daemon-reload")
 
+
+KIND = Kind.of(tokens.GATEWAY_BACKUP, "gateway database backups", IN_PLACE, meanings={
+    IN_PLACE: "rewrites the backup timer and script; the dumps are kept",
+    CREATE: "a timer that dumps the database into the backup folder; one dump is taken at once",
+    DELETE: "the timer is removed; the dumps stay in the folder",
+})
 
 class DatabaseBackup(HostResource, module=tokens.DYNAMIC_MODULE, name=tokens.GATEWAY_BACKUP.name):
     first_dump: pulumi.Output[str]  # the dump the first `up` took

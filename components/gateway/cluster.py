@@ -16,7 +16,6 @@ developers' keys and smoke tests go through the API server's proxy to the gatewa
 from __future__ import annotations
 
 import json
-import time
 import urllib.parse
 from dataclasses import dataclass
 from typing import Any
@@ -35,9 +34,12 @@ from components.hostops.host_resource import HostProvider, HostResource
 from components.hostops.kube_api import KubeApi
 from components.hostops.remote_file import content_digest
 from components.hostops.ssh import RemoteError, tail
-from config.types import FLEET_UPSTREAM, Developer
+from components.hostops.waiting import wait_until
+from config.types import Developer
 from config.types import Gateway as GatewayConfig
+from review.kinds import CONFIG_ONLY, Kind
 from spear import tokens
+from spear.rules import FLEET_UPSTREAM
 
 MIGRATE_SH = HOSTS_DIR / "migrate.sh"
 # LiteLLM reads a key from this header before Authorization, which the API server's proxy drops.
@@ -206,17 +208,19 @@ class GatewayRolloutProvider(HostProvider):
         api = KubeApi(props["cluster"])
         namespace, name = props["cluster"]["namespace"], props["deployment"]
         replicas = int(props["replicas"])
-        deadline = time.monotonic() + float(props["timeout_seconds"])
         base = f"/apis/apps/v1/namespaces/{namespace}"
         selector = urllib.parse.quote(f"{manifests.APP_LABEL}={manifests.NAME}")
-        while True:
+        status: dict[str, Any] = {}
+
+        def rolled_out() -> bool:
+            nonlocal status
             _, _, raw = api.request("GET", f"{base}/deployments/{name}")
             deployment = json.loads(raw)
             status = deployment.get("status") or {}
             if status.get("observedGeneration", 0) >= int(props["generation"]) and all(
                     status.get(k) == replicas for k in ("replicas", "updatedReplicas",
                                                         "readyReplicas", "availableReplicas")):
-                return {**props, "ready_replicas": replicas}
+                return True
             revision = (deployment["metadata"].get("annotations") or {}).get(REVISION)
             _, _, raw = api.request("GET", f"{base}/replicasets?labelSelector={selector}")
             newest = [rs["metadata"]["labels"].get("pod-template-hash")
@@ -229,10 +233,12 @@ class GatewayRolloutProvider(HostProvider):
                         and (problem := _pod_problem(api, namespace, pod)):
                     raise RolloutFailed(f"{problem}\n(the pods before this rollout go on serving"
                                         " the routes they proved)")
-            if time.monotonic() > deadline:
-                raise RolloutFailed(f"gateway Deployment {namespace}/{name}: not rolled out in"
-                                    f" {props['timeout_seconds']} s: {json.dumps(status)}")
-            time.sleep(ROLLOUT_POLL_SECONDS)
+            return False
+
+        if wait_until(rolled_out, float(props["timeout_seconds"]), ROLLOUT_POLL_SECONDS):
+            return {**props, "ready_replicas": replicas}
+        raise RolloutFailed(f"gateway Deployment {namespace}/{name}: not rolled out in"
+                            f" {props['timeout_seconds']} s: {json.dumps(status)}")
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
         return ReadResult(id_=id_, outs=dict(props))  # a wait leaves nothing behind
@@ -243,6 +249,10 @@ class GatewayRolloutProvider(HostProvider):
 
 REVISION = "deployment.kubernetes.io/revision"  # the Deployment controller's own annotation
 
+
+KIND = Kind.of(tokens.GATEWAY_ROLLOUT, "gateway rollout", CONFIG_ONLY, meanings={
+    CONFIG_ONLY: "waits until every gateway pod proved its fleet routes and is ready; a failed"
+                 " proof fails the update, the old pods serve on"})
 
 class GatewayRollout(HostResource, module=tokens.DYNAMIC_MODULE,
                      name=tokens.GATEWAY_ROLLOUT.name):

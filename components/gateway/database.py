@@ -23,6 +23,7 @@ from pulumi.dynamic import ReadResult
 from components.gateway.render import HOSTS_DIR
 from components.hostops.host_resource import HostProvider, HostResource
 from components.hostops.ssh import RemoteError, Session
+from review.kinds import CONFIG_ONLY, CREATE, IN_PLACE, Kind
 from spear import tokens
 
 PG_VERSION = "15"
@@ -156,6 +157,14 @@ if [ "$tables" = 0 ]; then
   restored={q}
 fi"""
 
+
+KINDS = (
+    Kind.of(tokens.GATEWAY_DATABASE, "gateway PostgreSQL", CONFIG_ONLY, meanings={
+        CREATE: "a PostgreSQL cluster, role and database; with gateway.database.restoreFrom the"
+                " dump is loaded into it first (keys and spend as dumped)"}),
+    Kind.of(tokens.GATEWAY_MIGRATIONS, "gateway migrations", IN_PLACE,
+            meanings={IN_PLACE: "applies only the LiteLLM migrations not yet recorded"}),
+)
 
 class LocalDatabase(HostResource, module=tokens.DYNAMIC_MODULE,
                     name=tokens.GATEWAY_DATABASE.name):

@@ -24,6 +24,7 @@ from components.gateway.render import HOSTS_DIR
 from components.hostops.host_resource import HostProvider, HostResource
 from components.hostops.ssh import Session
 from config.types import OFFLINE_ENGINE, Gateway
+from review.kinds import CONFIG_ONLY, REPLACE, Change, Kind, changed_lines, updates_only
 from spear import tokens
 
 INSTALL_SH = HOSTS_DIR / "install-litellm.sh"
@@ -98,6 +99,26 @@ class LitellmInstallProvider(HostProvider):
     def delete(self, _id: str, props: dict[str, Any]) -> None:
         return None  # kept for a rollback; `current` moves to the replacement's venv
 
+
+@updates_only
+def _install_details(change: Change) -> list[str]:
+    old, new = change.old.get("version"), change.new.get("version")
+    return [f"LiteLLM {old} -> {new}"] if old != new else changed_lines(change.old, change.new)
+
+
+def _install_line(change: Change) -> str | None:
+    if change.change != REPLACE:
+        return None
+    old, new = change.old.get("version"), change.new.get("version")
+    what = f"LiteLLM {old} -> {new}" if old != new else "LiteLLM reinstalled (its install recipe changed)"
+    return f"gateway: {what} (reinstall, migrate, restart)"
+
+
+KIND = Kind.of(tokens.LITELLM_INSTALL, "LiteLLM install", CONFIG_ONLY, details=_install_details,
+               gateway_line=_install_line, meanings={
+    REPLACE: "a new virtualenv with the pinned LiteLLM (the previous one stays for a rollback);"
+             " then the new migrations and a restart",
+})
 
 class LitellmInstall(HostResource, module=tokens.DYNAMIC_MODULE, name=tokens.LITELLM_INSTALL.name):
     installed_version: pulumi.Output[str]

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,6 +29,7 @@ from components.hostops.host_resource import HostProvider, HostResource
 from components.hostops.kube_api import vantage
 from components.hostops.ssh import NoAnswer, RemoteError, bearer_headers
 from config.types import Developer
+from review.kinds import CREATE, DELETE, IN_PLACE, REPLACE, Change, Kind, show, updates_only
 from spear import tokens
 
 # What /key/update changes in place (stack field -> LiteLLM field).
@@ -180,6 +182,50 @@ class GatewayKeyProvider(HostProvider):
     def delete(self, _id: str, props: dict[str, Any]) -> None:
         KeyApi(props).call("POST", "/key/delete", {"keys": [props["key"]]}, ok=(200, 404))
 
+
+def _usd(value: Any) -> str:
+    return f"{value:g}" if isinstance(value, (int, float)) else show(value)
+
+
+def key_change(old: Mapping[str, Any], new: Mapping[str, Any]) -> str:
+    """What an in-place update of a developer's key changes, for a reviewer; never the key."""
+    developer = new.get("developer") or old.get("developer")
+    changes = []
+    (old_max, old_window), (new_max, new_window) = (
+        (s.get("max_budget"), s.get("budget_duration")) for s in (old, new))
+    if old_window != new_window:
+        changes.append(f"budget {_usd(old_max)} USD / {old_window} -> {_usd(new_max)} USD /"
+                       f" {new_window} (the new window starts unspent)")
+    elif old_max != new_max:
+        changes.append(f"budget {_usd(old_max)} -> {_usd(new_max)} USD / {new_window}")
+    if old.get("models") != new.get("models"):
+        changes.append(f"models {', '.join(old.get('models') or [])} -> "
+                       f"{', '.join(new.get('models') or [])}")
+    changes += [f"{limit} {_usd(old.get(limit))} -> {_usd(new.get(limit))}"
+                for limit in ("tpm_limit", "rpm_limit", "max_parallel_requests")
+                if old.get(limit) != new.get(limit)]
+    if old.get("metadata") != new.get("metadata"):
+        changes.append("metadata changed")
+    if old.get("rotation") != new.get("rotation"):
+        changes.append(f"key rotated (the old one works for {new.get('rotation_grace')})")
+    return f"{developer}: {'; '.join(changes) or 'refreshed'} (in place)"
+
+
+def _key_line(change: Change) -> str:
+    developer = change.inputs.get("developer")
+    return {CREATE: f"{developer}: new key", DELETE: f"{developer}: key revoked",
+            REPLACE: f"{developer}: new key (the old one is deleted)"}.get(
+                change.change) or key_change(change.old, change.new)
+
+
+KIND = Kind.of(tokens.GATEWAY_KEY, "developer key", IN_PLACE,
+               details=updates_only(lambda change: [key_change(change.old, change.new)]),
+               gateway_line=_key_line, meanings={
+    IN_PLACE: "updated in place through /key/update: the developer keeps the key",
+    CREATE: "a new virtual key (/key/generate)",
+    DELETE: "the key is deleted (/key/delete): its developer loses access",
+    REPLACE: "a new virtual key: the old one is deleted",
+})
 
 class GatewayKey(HostResource, module=tokens.DYNAMIC_MODULE, name=tokens.GATEWAY_KEY.name):
     key: pulumi.Output[str]

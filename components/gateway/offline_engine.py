@@ -14,11 +14,12 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from components.cache import build_once, cache_dir
 from components.gateway.render import HOSTS_DIR
-from spear.cache import build_once, cache_dir
 
 SOURCE = HOSTS_DIR / "prisma-offline"
-_SKIP = {"node_modules", "test"}  # built here / not shipped
+# Built here / not shipped / read by people only (a README edit must not reinstall LiteLLM).
+_SKIP = {"node_modules", "test", "README.md"}
 
 
 def _files() -> list[Path]:

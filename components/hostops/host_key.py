@@ -14,6 +14,7 @@ import pulumi
 from components.hostops.host_resource import CheckProvider, HostResource
 from components.hostops.known_hosts import fingerprint
 from components.hostops.ssh import Session
+from review.kinds import CREATE, IN_PLACE, REPLACE, Kind
 from spear import tokens
 
 
@@ -43,6 +44,14 @@ class HostKeyProvider(CheckProvider):
         return {**props, "host_key": f"{presented.get_name()} {presented.get_base64()}",
                 "fingerprint": fingerprint(presented), "trusted": trusted}
 
+
+KIND = Kind.of(tokens.HOST_KEY, "SSH host key", IN_PLACE, meanings={
+    IN_PLACE: "checks the host against the newly pinned key (ssh.hostKey)",
+    CREATE: "trusts the SSH host key the host presents now (trust on first use) unless"
+            " ssh.hostKey pins one; every later connection to the host refuses any other key",
+    REPLACE: "another host: the key it presents is trusted on first use again (pin ssh.hostKey"
+             " to check it instead)",
+})
 
 class HostKey(HostResource, module=tokens.DYNAMIC_MODULE, name=tokens.HOST_KEY.name):
     host_key: pulumi.Output[str]

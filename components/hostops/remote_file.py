@@ -16,6 +16,7 @@ from pulumi.dynamic import ReadResult
 
 from components.hostops.host_resource import HostProvider, HostResource
 from components.hostops.ssh import Session
+from review.kinds import CONFIG_ONLY, Kind
 from spear import tokens
 
 
@@ -59,6 +60,8 @@ class RemoteFileProvider(HostProvider):
         with Session(props["connection"]) as host:
             host.run(f"rm -f {shlex.quote(props['path'])}")
 
+
+KIND = Kind.of(tokens.REMOTE_FILE, "remote file", CONFIG_ONLY)
 
 class RemoteFile(HostResource, module=tokens.DYNAMIC_MODULE, name=tokens.REMOTE_FILE.name):
     digest: pulumi.Output[str]

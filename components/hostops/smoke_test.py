@@ -18,6 +18,7 @@ import pulumi
 from components.hostops.host_resource import CheckProvider, HostResource
 from components.hostops.kube_api import vantage, vantage_name
 from components.hostops.ssh import RemoteError, bearer_headers
+from review.kinds import IN_PLACE, Change, Kind, changed_keys, changed_lines, updates_only
 from spear import tokens
 from spear.smoke import EXPECTED_TEXT, judge, request_body
 
@@ -80,6 +81,16 @@ class SmokeTestProvider(CheckProvider):
                 "tool_calls": list(result.tool_calls), "summary": str(result),
                 "served_by": sorted(seen.values())}
 
+
+@updates_only
+def _smoke_details(change: Change) -> list[str]:
+    if changed_keys(change.old.get("triggers") or {}, change.new.get("triggers") or {}):
+        return ["runs again: what it checks restarts or is checked again"]
+    return changed_lines(change.old, change.new)
+
+
+KIND = Kind.of(tokens.SMOKE_TEST, "smoke test", IN_PLACE, details=_smoke_details,
+               meanings={IN_PLACE: "asks the server for SPEAR-BACKEND-OK again"})
 
 class SmokeTest(HostResource, module=tokens.DYNAMIC_MODULE, name=tokens.SMOKE_TEST.name):
     stop_reason: pulumi.Output[str]

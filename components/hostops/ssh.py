@@ -16,7 +16,6 @@ import logging
 import os
 import shlex
 import socket
-import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -315,13 +314,3 @@ def bearer_headers(api_key: str | None) -> dict[str, str]:
 def tail(text: str, lines: int = 30) -> str:
     return "\n".join(text.rstrip().splitlines()[-lines:])
 
-
-def wait_until(predicate, timeout: float, interval: float = 1.0) -> bool:
-    """Polls predicate() until it returns true or the timeout passes."""
-    deadline = time.monotonic() + timeout
-    while True:
-        if predicate():
-            return True
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(interval)

@@ -16,6 +16,7 @@ import re
 import shlex
 import time
 from dataclasses import dataclass, field
+from collections.abc import Mapping
 from typing import Any
 
 import pulumi
@@ -23,6 +24,8 @@ from pulumi.dynamic import ReadResult
 
 from components.hostops.host_resource import HostProvider, HostResource
 from components.hostops.ssh import RemoteError, Session, tail
+from components.hostops.waiting import wait_until
+from review.kinds import CONFIG_ONLY, Change, Kind, changed_keys, updates_only
 from spear import tokens
 from spear.rules import SYSTEM_UNIT_DIR, cgroup_line
 
@@ -151,9 +154,10 @@ class SystemdUnitProvider(HostProvider):
         Only an answer from the unit's own main process counts: another server on the same
         port (the unit then fails to bind it and restarts) is never taken for this one.
         """
-        deadline = time.monotonic() + float(health["timeout_seconds"])
         last = "no answer yet"
-        while time.monotonic() < deadline:
+
+        def healthy() -> bool:
+            nonlocal last
             shown = host.run(f"systemctl show -p ActiveState -p NRestarts -p MainPID {shlex.quote(unit)}"
                              ).stdout
             state = dict(line.split("=", 1) for line in shown.split())
@@ -162,23 +166,26 @@ class SystemdUnitProvider(HostProvider):
                                    check=False).stdout
                 raise RemoteError(f"{unit} did not stay up ({shown.split()}); its journal:\n"
                                   f"{tail(journal)}")
-            if state.get("ActiveState") == "active" and state.get("MainPID", "0") != "0":
-                try:
-                    status, body = host.http(int(health["port"]), "GET", health["path"],
-                                             address=health["address"], timeout=10)
-                    listeners = listener_pids(host, int(health["port"]))
-                    if status == 200 and state["MainPID"] in listeners:
-                        return
-                    last = (f"HTTP {status}: {body[:200]!r}" if status != 200 else
-                            f"port {health['port']} is served by another process, not {unit}"
-                            f" (main PID {state['MainPID']}; listening: {sorted(listeners) or 'not visible'})")
-                except ConnectionError as err:
-                    last = str(err)
-            else:
+            if state.get("ActiveState") != "active" or state.get("MainPID", "0") == "0":
                 last = f"unit not running yet ({shown.split()})"
-            time.sleep(1)
-        raise RemoteError(f"{unit} not healthy after {health['timeout_seconds']} s"
-                          f" ({health['address']}:{health['port']}{health['path']}: {last})")
+                return False
+            try:
+                status, body = host.http(int(health["port"]), "GET", health["path"],
+                                         address=health["address"], timeout=10)
+                listeners = listener_pids(host, int(health["port"]))
+            except ConnectionError as err:
+                last = str(err)
+                return False
+            if status == 200 and state["MainPID"] in listeners:
+                return True
+            last = (f"HTTP {status}: {body[:200]!r}" if status != 200 else
+                    f"port {health['port']} is served by another process, not {unit}"
+                    f" (main PID {state['MainPID']}; listening: {sorted(listeners) or 'not visible'})")
+            return False
+
+        if not wait_until(healthy, float(health["timeout_seconds"])):
+            raise RemoteError(f"{unit} not healthy after {health['timeout_seconds']} s"
+                              f" ({health['address']}:{health['port']}{health['path']}: {last})")
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
         unit = props["unit"]
@@ -201,6 +208,23 @@ class SystemdUnitProvider(HostProvider):
                      f" rm -f {SYSTEM_UNIT_DIR}/{unit} && systemctl daemon-reload"
                      f" && systemctl reset-failed {unit} 2>/dev/null; true")
 
+
+def unit_name(inputs: Mapping[str, Any]) -> str:
+    return inputs.get("unit", "systemd unit")
+
+
+@updates_only
+def unit_details(change: Change) -> list[str]:
+    """Which restart triggers changed (what restarts the unit), then any other input."""
+    old, new = change.old, change.new
+    triggers = changed_keys(old.get("restart_triggers") or {}, new.get("restart_triggers") or {})
+    lines = [f"restarts: {', '.join(triggers)} changed"] if triggers else []
+    return lines + [f"`{k}` changed" for k in changed_keys(old, new) if k != "restart_triggers"]
+
+
+KIND = Kind.of(tokens.SYSTEMD_UNIT, unit_name, CONFIG_ONLY, details=unit_details, restarts=True,
+               meanings={CONFIG_ONLY: "daemon-reload and restart, then waits for /health and"
+                                      " checks the unit is in its slice"})
 
 class SystemdUnit(HostResource, module=tokens.DYNAMIC_MODULE, name=tokens.SYSTEMD_UNIT.name):
     main_pid: pulumi.Output[int]

@@ -28,9 +28,23 @@ from components.inference_host.model_files import (ModelFiles, ModelFilesArgs, m
 from components.inference_host.render import (SERVE_SH, command_line, render_server_conf,
                                               render_unit, server_conf_settings)
 from config.types import InferenceHost as HostConfig
+from review.kinds import CONFIG_ONLY, Change, Kind, mapping_details, updates_only
 from spear import tokens
 from spear.rules import INFERENCE_UNIT, SYSTEM_SLICE
 
+
+def _settings_details(change: Change) -> list[str]:
+    old, new = change.old, change.new
+    lines = mapping_details(old.get("settings") or {}, new.get("settings") or {})
+    return lines or (["content changed"] if old.get("content") != new.get("content") else [])
+
+
+KINDS = (
+    Kind.of(tokens.SERVER_CONF, "server.conf", CONFIG_ONLY, details=updates_only(_settings_details),
+            meanings={CONFIG_ONLY: "rewrites server.conf; nothing is rebuilt"}),
+    Kind.of(tokens.LAUNCHER, "serve.sh", CONFIG_ONLY,
+            meanings={CONFIG_ONLY: "rewrites serve.sh; nothing is rebuilt"}),
+)
 
 class ServerConf(RemoteFile, module=tokens.DYNAMIC_MODULE, name=tokens.SERVER_CONF.name):
     """<runtime>/config/server.conf, with the settings and command line it gives (for policies)."""
@@ -122,6 +136,7 @@ class InferenceHost(pulumi.ComponentResource):
             triggers={"started_at": self.unit.started_at},
         ), pulumi.ResourceOptions(parent=self, depends_on=[self.unit]))
 
+        self.backend = cfg.backend
         self.reach = Reach(endpoint=name, host_key=self.host_key.host_key, ssh_host=ssh.host, ssh_port=ssh.port, ssh_user=ssh.user,
                            private_key=args.private_key, address=server.host, port=server.port,
                            served_model=settings["SPEAR_SERVER_MODEL"])

@@ -24,6 +24,7 @@ from pulumi.dynamic import ReadResult
 from components.hostops.host_resource import HostProvider, HostResource
 from components.hostops.ssh import RemoteError, Session, tail
 from config.types import ArchiveSource, GitSource
+from review.kinds import CONFIG_ONLY, REBUILD, Change, Kind, mapping_details, updates_only
 from spear import tokens
 
 BUILD_SCRIPT = Path(__file__).resolve().parents[2] / "hosts" / "inference" / "build-llama-server.sh"
@@ -161,6 +162,23 @@ class LlamaServerBuildProvider(HostProvider):
             host.run(f"[ \"$(readlink {shlex.quote(current)})\" != {shlex.quote(folder)} ]"
                      f" || rm -f {shlex.quote(current)}")
 
+
+def _build_details(change: Change) -> list[str]:
+    old, new = change.old, change.new
+    lines = mapping_details(old.get("source") or {}, new.get("source") or {})
+    old_flags, new_flags = old.get("cmake_flags") or [], new.get("cmake_flags") or []
+    lines += [f"cmake flag removed: `{f}`" for f in old_flags if f not in new_flags]
+    lines += [f"cmake flag added: `{f}`" for f in new_flags if f not in old_flags]
+    # The script's text is too long to show; that it changed explains the new key.
+    if old.get("build_script") != new.get("build_script"):
+        lines.append("build-llama-server.sh changed")
+    return lines + mapping_details({"build key": old.get("build_key")},
+                                   {"build key": new.get("build_key")})
+
+
+# A new build key is a new build (a new pin or new flags, see replaceReasons).
+KIND = Kind.of(tokens.LLAMA_SERVER_BUILD, "llama-server build", CONFIG_ONLY, replace=REBUILD,
+               details=updates_only(_build_details))
 
 class LlamaServerBuild(HostResource, module=tokens.DYNAMIC_MODULE, name=tokens.LLAMA_SERVER_BUILD.name):
     build_key: pulumi.Output[str]

@@ -22,6 +22,7 @@ from components.hostops.host_resource import HostProvider, HostResource
 from components.hostops.ssh import RemoteError, Session
 from components.inference_host.render import gguf_dir
 from config.types import Shard
+from review.kinds import MODEL_REFETCH, Change, Kind, changed_keys, updates_only
 from spear import tokens
 
 
@@ -131,6 +132,20 @@ class ModelFilesProvider(HostProvider):
             self._remove_dropped(host, gguf_dir(props["runtime_dir"]), props["shards"], [])
             host.run(f"rm -f {shlex.quote(manifest_path(props['runtime_dir']))}")
 
+
+def _shard_details(change: Change) -> list[str]:
+    old_shards = {s["name"]: s for s in change.old.get("shards") or []}
+    new_shards = {s["name"]: s for s in change.new.get("shards") or []}
+    lines = [f"shard removed: `{n}`" for n in old_shards if n not in new_shards]
+    lines += [f"shard added: `{n}`" for n in new_shards if n not in old_shards]
+    return lines + [f"shard `{n}`: new {', '.join(changed_keys(old_shards[n], s))}"
+                    for n, s in new_shards.items()
+                    if n in old_shards and changed_keys(old_shards[n], s)]
+
+
+KIND = Kind.of(tokens.MODEL_FILES, "model files", MODEL_REFETCH, details=updates_only(_shard_details),
+               meanings={MODEL_REFETCH: "re-verifies every shard (size, sha256) and fetches the"
+                                        " ones the host lacks; removes shards no longer listed"})
 
 class ModelFiles(HostResource, module=tokens.DYNAMIC_MODULE, name=tokens.MODEL_FILES.name):
     digest: pulumi.Output[str]

@@ -5,7 +5,7 @@ developer and per team and tokens (the gateway's exporter, spear_gateway/exporte
 hatch's escalation rate and share of `coder` traffic, its month's spend against the cap, TTFT
 and ITL p95 (vLLM's histograms) and TTFT p95 per stamped priority (the gateway's), the
 prefix-cache hit rate and preemptions. Diff acceptance, the
-table's one value row, has no panel: no harness here reports accepted diffs (README says so).
+table's one value row, has no panel: no harness here reports accepted diffs (docs/OPERATING.md says so).
 
 Shipped as a ConfigMap labelled `grafana_dashboard: "1"`, which Grafana's dashboard sidecar loads.
 """

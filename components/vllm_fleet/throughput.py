@@ -19,6 +19,7 @@ import pulumi
 from components.hostops.host_resource import CheckProvider, HostResource
 from components.hostops.kube_api import vantage, vantage_name
 from components.hostops.ssh import RemoteError, bearer_headers
+from review.kinds import IN_PLACE, Kind
 from spear import throughput, tokens
 
 OUTPUTS = (*throughput.RATES, "previous", "ratios")
@@ -89,6 +90,10 @@ class FleetThroughputProvider(CheckProvider):
         return {**props, **now, "previous": last if last and all(last.values()) else None,
                 "ratios": throughput.compared(now, last)}
 
+
+KIND = Kind.of(tokens.FLEET_THROUGHPUT, "fleet throughput", IN_PLACE, meanings={
+    IN_PLACE: "measures the track's prefill and decode tokens/s again and compares them with the"
+              " last measurement"})
 
 class FleetThroughput(HostResource, module=tokens.DYNAMIC_MODULE, name=tokens.FLEET_THROUGHPUT.name):
     prefill_tokens_per_second: pulumi.Output[float]

@@ -2,8 +2,9 @@
 listing every problem. Pure: plain Python values in (keys without the `spear-fleet:` prefix,
 objects as dicts), so a bad stack is refused before a single resource is registered.
 
-One module per top-level concern; each names its keys in KEYS. The keys are documented in
-`stacks/Pulumi.prod.yaml`.
+One module per top-level concern; each names its keys in KEYS, and takes what it shares with
+the others from `common`. The keys are documented in `stacks/Pulumi.prod.yaml`
+(tests/unit/test_stack_doc.py holds the two to each other).
 """
 
 from __future__ import annotations
@@ -13,9 +14,9 @@ from typing import Any
 
 from config.checker import MISSING, Checker, get, map_names
 from config.schema import backends, developers, gateway, hosts, reds, runpod, vllm_fleet
-from config.types import API_KEY_NAMES, FLEET_UPSTREAM, VLLM_API_KEY, FleetConfig
+from config.types import API_KEY_NAMES, VLLM_API_KEY, FleetConfig
 from spear.fleet import CANARY, STABLE
-from spear.rules import GENERAL_RING, PILOT_RING
+from spear.rules import FLEET_UPSTREAM, GENERAL_RING, PILOT_RING
 
 TOP_KEYS = (backends.KEYS + hosts.KEYS + runpod.KEYS + reds.KEYS + gateway.KEYS
             + developers.KEYS + vllm_fleet.KEYS)

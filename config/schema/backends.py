@@ -13,14 +13,16 @@ from typing import Any
 
 from config.checker import MISSING, Checker, get
 from config.types import API, BACKEND_KINDS, PORT, Backend, InferenceHost
+from spear.rules import THIS_MACHINE, port_clashes
 
 KEYS = ("backends",)
 
 SEED_BACKENDS = {
-    "local": Backend("local", PORT, 8080, "a llama-server on the client machine"),
-    "remote": Backend("remote", PORT, 8081, "an SSH tunnel to the RunPod pod"),
-    "reds": Backend("reds", PORT, 8082, "an SSH tunnel to the REDS host"),
-    "anthropic": Backend("anthropic", API, None, "the Anthropic API"),
+    "local": Backend(name="local", kind=PORT, port=8080,
+                     what="a llama-server on the client machine"),
+    "remote": Backend(name="remote", kind=PORT, port=8081, what="an SSH tunnel to the RunPod pod"),
+    "reds": Backend(name="reds", kind=PORT, port=8082, what="an SSH tunnel to the REDS host"),
+    "anthropic": Backend(name="anthropic", kind=API, port=None, what="the Anthropic API"),
 }
 
 
@@ -42,12 +44,13 @@ def parse(check: Checker, value: Any) -> dict[str, Backend] | None:
         if kind == API:
             if port is not MISSING:
                 check.fail(f"{key}.port", port, f"no port: a backend of kind {API} is a hosted API")
-            table[name] = Backend(name, API, None, seed.what if seed else f"the {name} API")
+            table[name] = Backend(name=name, kind=API, port=None,
+                                  what=seed.what if seed else f"the {name} API")
         elif kind == PORT:
             default = seed.port if seed and seed.kind == PORT else None
             checked = check.port(f"{key}.port", port, default=default)
-            table[name] = Backend(name, PORT, checked,
-                                  seed.what if seed else f"127.0.0.1:{checked} on the client")
+            table[name] = Backend(name=name, kind=PORT, port=checked,
+                                  what=seed.what if seed else f"127.0.0.1:{checked} on the client")
     if not check.clean_since(start):
         return None
     _check_distinct(check, table)
@@ -55,17 +58,16 @@ def parse(check: Checker, value: Any) -> dict[str, Backend] | None:
 
 
 def _check_distinct(check: Checker, table: dict[str, Backend]) -> None:
-    first: dict[int, str] = {}
+    # The client ports are all this machine's.
+    clashes = port_clashes((THIS_MACHINE, backend.port, name) for name, backend in table.items()
+                           if backend.port is not None)
+    first = {port: names[0] for (_, port), names in clashes.items()}
     for name, backend in table.items():
-        if backend.port is None:
-            continue
-        if backend.port in first:
-            other = first[backend.port]
+        other = first.get(backend.port)
+        if other not in (None, name):
             check.fail(f"backends.{name}.port", backend.port,
                        f"a port other than backends.{other} ({backend.port}): the tunnels of "
                        "different backends must be able to be up at once")
-        else:
-            first[backend.port] = name
 
 
 def check_one_server_per_tunnel(check: Checker, hosts: Mapping[str, InferenceHost],

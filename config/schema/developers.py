@@ -17,11 +17,11 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from config.checker import MISSING, NAME, NAME_TEXT, Checker, get, show
+from config.checker import MISSING, NAME, NAME_TEXT, Checker, from_text, get, show
 from config.types import Developer
 from spear.rules import (BUDGET_DURATION, BUDGET_DURATION_TEXT, CODER_MODEL,
-                         DEFAULT_PRIORITY_CLASS, FRONTIER_MODEL, GATEWAY_MODELS, GENERAL_RING,
-                         PRIORITY_CLASSES, RINGS)
+                         DEFAULT_PRIORITY_CLASS, FRONTIER_MODEL, GENERAL_RING, PRIORITY_CLASSES,
+                         RINGS, KeyProblem, developer_key_problems)
 
 
 KEYS = ("developers",)
@@ -55,11 +55,17 @@ def _developer(check: Checker, name: str, value: Any) -> Developer | None:
         return None
     team = get(dev, "team")
     team = None if team is MISSING else check.pattern(f"{key}.team", team, NAME, NAME_TEXT)
-    models = _models(check, f"{key}.models", get(dev, "models"))
+    given_models = get(dev, "models")
+    # The key's budget rules are spear/rules.py's, reported here at the settings at fault; the
+    # budget is an amount like any other (check.usd: above 0).
+    faults = developer_key_problems([CODER_MODEL] if given_models is MISSING else given_models,
+                                    from_text(get(dev, "maxBudget")), get(dev, "budgetDuration"))
+    models = _models(check, f"{key}.models", given_models, faults)
     budget = check.usd(f"{key}.maxBudget", get(dev, "maxBudget"))
-    duration = check.pattern(f"{key}.budgetDuration", get(dev, "budgetDuration"), BUDGET_DURATION,
-                             BUDGET_DURATION_TEXT + " (required: a budget without one never"
-                             " resets and locks the developer out once spent)")
+    duration = check.text(f"{key}.budgetDuration", get(dev, "budgetDuration"),
+                          lambda v: None if any(p.field == "budget_duration" for p in faults) else v,
+                          BUDGET_DURATION_TEXT + " (required: a budget without one never resets"
+                          " and locks the developer out once spent)")
     limits = [check.optional_integer(f"{key}.{limit}", get(dev, limit), 1)
               for limit in ("tpmLimit", "rpmLimit", "maxParallelRequests")]
     metadata = _metadata(check, f"{key}.metadata", get(dev, "metadata"))
@@ -78,17 +84,17 @@ def _developer(check: Checker, name: str, value: Any) -> Developer | None:
                      rotation_grace=grace, ring=ring, priority=priority)
 
 
-def _models(check: Checker, key: str, value: Any) -> tuple[str, ...]:
+def _models(check: Checker, key: str, value: Any, faults: list[KeyProblem]) -> tuple[str, ...]:
     if value is MISSING:
         return (CODER_MODEL,)
     allowed = (f"a non-empty list of the gateway's model names other than {FRONTIER_MODEL}"
                f" (the hatch is reached by escalation only): {CODER_MODEL}")
-    if not isinstance(value, list) or not value:
+    at_fault = [p for p in faults if p.field == "models"]
+    if any(not p.positions for p in at_fault):
         check.fail(key, value, allowed)
         return ()
-    for i, model in enumerate(value):
-        if model not in GATEWAY_MODELS or model == FRONTIER_MODEL:
-            check.fail(f"{key}[{i}]", model, allowed)
+    for i in sorted({i for p in at_fault for i in p.positions}):
+        check.fail(f"{key}[{i}]", value[i], allowed)
     return tuple(dict.fromkeys(value))
 
 

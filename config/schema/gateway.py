@@ -13,16 +13,15 @@ import re
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from config.checker import (API_URL_TEXT, DNS_LABEL, DNS_LABEL_TEXT, HOSTNAME, MISSING, NAME,
-                            NAME_TEXT, USER, Checker, absolute_dir, api_url, get, ip_address)
-from config.schema.hosts import _private_key, host_key, ssh_key_entry
-from config.schema.runpod import _api_key
-from config.types import (DATABASE_LOCATIONS, EXTERNAL_DATABASE, FLEET_UPSTREAM, FRONTIER_API_KEY,
+from config.checker import (API_URL_TEXT, DNS_LABEL, DNS_LABEL_TEXT, MISSING, NAME, NAME_TEXT,
+                            Checker, absolute_dir, api_url, get, ip_address)
+from config.schema.common import api_key, ssh_key_entry, ssh_target
+from config.types import (DATABASE_LOCATIONS, EXTERNAL_DATABASE, FRONTIER_API_KEY,
                           GATEWAY_DATABASE_URL, GATEWAY_MASTER_KEY, LOCAL_DATABASE,
                           OFFLINE_ENGINE, QUERY_ENGINES, ApiKey, Gateway, GatewayCluster,
-                          DatabaseBackupPlan, GatewayDatabase, Hatch, PackageSource, Pricing,
-                          SshTarget)
-from spear.rules import BACKUP_DUMP, BACKUP_DUMP_TEXT, image_pin_problem
+                          DatabaseBackupPlan, GatewayDatabase, Hatch, PackageSource, Pricing)
+from spear.rules import (BACKUP_DUMP, BACKUP_DUMP_TEXT, FLEET_UPSTREAM, alert_below_cap,
+                         image_pin_problem)
 
 KEYS = ("gateway", GATEWAY_MASTER_KEY, FRONTIER_API_KEY, GATEWAY_DATABASE_URL)
 OBJECT_KEYS = ("gateway",)
@@ -96,8 +95,9 @@ def parse(check: Checker, value: Any, secret_values: Mapping[str, Any], ssh_keys
                              "nothing with gateway.kubernetes (the gateway runs in the cluster)")
         cluster = _cluster(check, get(gateway, "kubernetes"))
     else:
-        ssh = _ssh(check, name or DEFAULT_NAME, get(gateway, "ssh"),
-                   ssh_key_entry(ssh_keys_value, name or DEFAULT_NAME))
+        ssh = ssh_target(check, "gateway", name or DEFAULT_NAME, get(gateway, "ssh"),
+                         ssh_key_entry(ssh_keys_value, name or DEFAULT_NAME),
+                         "a host name or IP address")
     runtime_dir = check.text("gateway.runtimeDir", get(gateway, "runtimeDir"), absolute_dir,
                              "an absolute path other than / (letters, digits, '._+-/')",
                              default="/opt/spear-gateway")
@@ -128,27 +128,11 @@ def _secret(check: Checker, name: str, value: Any, required: bool) -> ApiKey | N
         check.report(name, f"a secret of {len(value)} characters that is not a PostgreSQL URL",
                      "postgresql://user:password@host:port/database")
         return None
-    key = _api_key(check, name, value, required_by=[])
+    key = api_key(check, name, value, required_by=[])
     if key is None and value is MISSING and required:
         check.report(name, "nothing", f"a secret (required with gateway): pulumi config set"
                      f" --secret {name} < file")
     return key
-
-
-def _ssh(check: Checker, name: str, value: Any, secret_key: Any) -> SshTarget | None:
-    start = check.mark()
-    ssh = check.obj("gateway.ssh", value, ("host", "port", "user", "privateKeyPath", "hostKey"))
-    if ssh is None:
-        return None
-    host = check.pattern("gateway.ssh.host", get(ssh, "host"), HOSTNAME,
-                         "a host name or IP address")
-    port = check.port("gateway.ssh.port", get(ssh, "port"), 22)
-    user = check.pattern("gateway.ssh.user", get(ssh, "user"), USER, "a user name", default="root")
-    key = _private_key(check, name, get(ssh, "privateKeyPath"), secret_key, owner="gateway")
-    pinned = host_key(check, "gateway.ssh.hostKey", get(ssh, "hostKey"))
-    if not check.clean_since(start):
-        return None
-    return SshTarget(host, port, user, key, host_key=pinned)
 
 
 def _cluster(check: Checker, value: Any) -> GatewayCluster | None:
@@ -323,7 +307,7 @@ def _hatch(check: Checker, value: Any) -> Hatch | None:
                           default=DEFAULT_HATCH_API)
     cap = check.usd("gateway.hatch.monthlyCapUsd", get(hatch, "monthlyCapUsd"))
     alert = check.usd("gateway.hatch.alertUsd", get(hatch, "alertUsd"))
-    if cap is not None and alert is not None and not alert < cap:
+    if cap is not None and alert is not None and not alert_below_cap(alert, cap):
         check.fail("gateway.hatch.alertUsd", alert,
                    f"an amount below gateway.hatch.monthlyCapUsd ({cap}): the alert must fire"
                    " before the cap shuts the hatch")
@@ -332,6 +316,7 @@ def _hatch(check: Checker, value: Any) -> Hatch | None:
                        get(hatch, "pricePerMillionTokensUsd"), DEFAULT_HATCH_PRICE)
     if None in (model, api_base, cap, alert, pricing):
         return None
-    return Hatch(model, api_base, cap, alert, pricing)
+    return Hatch(model=model, api_base=api_base, monthly_cap_usd=cap, alert_usd=alert,
+                 pricing=pricing)
 
 

@@ -8,19 +8,17 @@ address is this machine, and shares its ports with the others and with the clien
 
 from __future__ import annotations
 
-import os
 import re
-from collections import defaultdict
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from config.checker import (FILE_NAME, FILE_NAME_TEXT, HOSTNAME, LOCATION_TEXT, MISSING, USER,
-                            Checker, absolute_dir, expand_location, get, ip_address,
-                            relative_subdir)
-from config.types import (PORT, PROFILE_CMAKE_FLAGS, ArchiveSource, Backend, GitSource,
-                          InferenceHost, InlineKey, KeyFile, LlamaCpp, Model, Server, Shard,
-                          SshTarget)
-from spear.rules import COMMIT, COMMIT_TEXT, HOST_KEY_TEXT, host_key_normal
+from config.checker import (FILE_NAME, FILE_NAME_TEXT, LOCATION_TEXT, MISSING, Checker,
+                            absolute_dir, expand_location, get, ip_address, relative_subdir)
+from config.schema.common import port_backend, ssh_target
+from config.types import (PROFILE_CMAKE_FLAGS, ArchiveSource, Backend, GitSource,
+                          InferenceHost, LlamaCpp, Model, Server, Shard)
+from spear.rules import (COMMIT_TEXT, SHA256_TEXT, THIS_MACHINE, is_commit, is_sha256,
+                         port_clashes)
 
 KEYS = ("inferenceHosts", "sshPrivateKeys")
 
@@ -28,9 +26,6 @@ _HOST_KEYS = ("ssh", "runtimeDir", "backend", "llamaCpp", "model", "server")
 _ARCH = re.compile(r"[a-z0-9_]+")
 _CMAKE_FLAG = re.compile(r"-D[A-Za-z_][A-Za-z0-9_]*(:[A-Z]+)?=\S*")
 _GIT_URL = re.compile(r"[^\s-]\S*")  # no whitespace, and not an option to git
-_KEY_CHOICE = ("exactly one of {owner}.ssh.privateKeyPath (a key file) or"
-               " sshPrivateKeys.{name} (a secret: pulumi config set --secret --path"
-               " 'sshPrivateKeys.{name}' < key)")
 
 
 def parse(check: Checker, value: Any, keys_value: Any,
@@ -70,13 +65,6 @@ def _secret_keys(check: Checker, value: Any) -> dict[str, Any] | None:
     return dict(value)
 
 
-def ssh_key_entry(keys_value: Any, name: str) -> Any:
-    """`name`'s entry in sshPrivateKeys; None when the map itself is bad (parse reports it)."""
-    if keys_value is MISSING:
-        return MISSING
-    return get(keys_value, name) if isinstance(keys_value, Mapping) else None
-
-
 def _host(check: Checker, name: str, value: Any, secret_key: Any,
           backends: Mapping[str, Backend] | None) -> InferenceHost | None:
     start = check.mark()
@@ -84,77 +72,20 @@ def _host(check: Checker, name: str, value: Any, secret_key: Any,
     host = check.obj(prefix, value, _HOST_KEYS)
     if host is None:
         return None
-    ssh = _ssh(check, name, get(host, "ssh"), secret_key)
+    ssh = ssh_target(check, prefix, name, get(host, "ssh"), secret_key,
+                     "a host name, ~/.ssh/config alias or IP address")
     runtime_dir = check.text(f"{prefix}.runtimeDir", get(host, "runtimeDir"), absolute_dir,
                              "an absolute path other than / (letters, digits, '._+-/')",
                              default="/opt/spear")
-    backend = _backend(check, f"{prefix}.backend", get(host, "backend"), backends)
+    backend = port_backend(check, f"{prefix}.backend", get(host, "backend"), backends)
     llama_cpp = _llama_cpp(check, f"{prefix}.llamaCpp", get(host, "llamaCpp"))
     model = _model(check, f"{prefix}.model", get(host, "model"))
     server = _server(check, f"{prefix}.server", get(host, "server"),
                      moe=model.moe if model else None)
     if not check.clean_since(start):
         return None
-    return InferenceHost(name, ssh, runtime_dir, backend, llama_cpp, model, server)
-
-
-def _backend(check: Checker, key: str, value: Any,
-             backends: Mapping[str, Backend] | None) -> Backend | None:
-    if backends is None:  # the table itself has a problem, already reported
-        return None
-    port_backends = [name for name, backend in backends.items() if backend.kind == PORT]
-    name = check.choice(key, value, port_backends, default="reds")
-    return backends[name] if name else None
-
-
-def _ssh(check: Checker, name: str, value: Any, secret_key: Any) -> SshTarget | None:
-    start = check.mark()
-    key = f"inferenceHosts.{name}.ssh"
-    ssh = check.obj(key, value, ("host", "port", "user", "privateKeyPath", "hostKey"))
-    if ssh is None:
-        return None
-    host = check.pattern(f"{key}.host", get(ssh, "host"), HOSTNAME,
-                         "a host name, ~/.ssh/config alias or IP address")
-    port = check.port(f"{key}.port", get(ssh, "port"), 22)
-    user = check.pattern(f"{key}.user", get(ssh, "user"), USER, "a user name", default="root")
-    private_key = _private_key(check, name, get(ssh, "privateKeyPath"), secret_key)
-    pinned = host_key(check, f"{key}.hostKey", get(ssh, "hostKey"))
-    if not check.clean_since(start):
-        return None
-    return SshTarget(host, port, user, private_key, host_key=pinned)
-
-
-def host_key(check: Checker, key: str, value: Any) -> str | None:
-    """ssh.hostKey: the key the host must present, normalised; None when left out."""
-    if value is MISSING:
-        return None
-    return check.text(key, value, host_key_normal, HOST_KEY_TEXT)
-
-
-def _private_key(check: Checker, name: str, path: Any, secret: Any,
-                 owner: str | None = None) -> InlineKey | KeyFile | None:
-    """owner: the key of what logs in with it (default inferenceHosts.<name>)."""
-    owner = owner or f"inferenceHosts.{name}"
-    one_of = _KEY_CHOICE.format(name=name, owner=owner)
-    if path is MISSING and secret is MISSING:
-        check.report(f"sshPrivateKeys.{name}", "nothing", one_of)
-        return None
-    if path is not MISSING and secret is not MISSING:
-        check.report(f"{owner}.ssh.privateKeyPath",
-                     f"a key file as well as sshPrivateKeys.{name}", one_of)
-        return None
-    if path is not MISSING:
-        expanded = check.text(f"{owner}.ssh.privateKeyPath", path,
-                              lambda v: os.path.expanduser(v) if v.strip() else None,
-                              "a path to a private key file")
-        return KeyFile(expanded) if expanded else None
-    if not isinstance(secret, str) or "PRIVATE KEY-----" not in secret:
-        described = (f"a secret of {len(secret)} characters without a PEM/OpenSSH header"
-                     if isinstance(secret, str) else f"a secret of type {type(secret).__name__}")
-        check.report(f"sshPrivateKeys.{name}", described,
-                     "a private key (-----BEGIN ... PRIVATE KEY-----)")
-        return None
-    return InlineKey(secret)
+    return InferenceHost(name=name, ssh=ssh, runtime_dir=runtime_dir, backend=backend,
+                         llama_cpp=llama_cpp, model=model, server=server)
 
 
 def _llama_cpp(check: Checker, key: str, value: Any) -> LlamaCpp | None:
@@ -184,15 +115,21 @@ def _source(check: Checker, key: str, value: Any) -> GitSource | ArchiveSource |
         source = check.obj(key, value, ("git", "commit"))
         return GitSource(
             url=check.pattern(f"{key}.git", source["git"], _GIT_URL, "a git URL or path"),
-            commit=check.pattern(f"{key}.commit", get(source, "commit"), COMMIT, COMMIT_TEXT),
+            commit=check.text(f"{key}.commit", get(source, "commit"),
+                              lambda v: v if is_commit(v) else None, COMMIT_TEXT),
         )
     source = check.obj(key, value, ("archive", "sha256", "subdir"))
     return ArchiveSource(
         archive=check.text(f"{key}.archive", source["archive"], expand_location, LOCATION_TEXT),
-        sha256=check.sha256(f"{key}.sha256", get(source, "sha256")),
+        sha256=_sha256(check, f"{key}.sha256", get(source, "sha256")),
         subdir=check.text(f"{key}.subdir", get(source, "subdir"), relative_subdir,
                           "a relative path inside the archive, without '..'", default="."),
     )
+
+
+def _sha256(check: Checker, key: str, value: Any) -> str | None:
+    """A digest, in the lowercase sha256sum prints."""
+    return check.text(key, value, lambda v: v.lower() if is_sha256(v) else None, SHA256_TEXT)
 
 
 def _model(check: Checker, key: str, value: Any) -> Model | None:
@@ -234,7 +171,7 @@ def _shards(check: Checker, key: str, value: Any) -> tuple[Shard, ...]:
             name=name,
             size=check.integer(f"{item_key}.size", get(shard, "size"), 1,
                                note="required: the file size in bytes"),
-            sha256=check.sha256(f"{item_key}.sha256", get(shard, "sha256")),
+            sha256=_sha256(check, f"{item_key}.sha256", get(shard, "sha256")),
             source=None if source is MISSING else check.text(
                 f"{item_key}.source", source, expand_location, LOCATION_TEXT),
         ))
@@ -268,9 +205,6 @@ def _server(check: Checker, key: str, value: Any, moe: bool | None) -> Server | 
 # Across the fleet
 
 
-THIS_MACHINE = "this machine"
-
-
 def _check_fleet(check: Checker, hosts: dict[str, InferenceHost],
                  backends: Mapping[str, Backend]) -> None:
     """One host per SSH target; no two things bind one port on one machine.
@@ -287,17 +221,14 @@ def _check_fleet(check: Checker, hosts: dict[str, InferenceHost],
                        " one host runs one spear-inference.service and one runtime folder")
         targets.setdefault(host.ssh.address, name)
 
-    taken: dict[tuple[str, int], list[str]] = defaultdict(list)
-    for backend in backends.values():
-        if backend.port is not None:
-            taken[(THIS_MACHINE, backend.port)].append(
-                f"backends.{backend.name} (the client port of backend {backend.name})")
+    binds = [(THIS_MACHINE, backend.port,
+              f"backends.{backend.name} (the client port of backend {backend.name})")
+             for backend in backends.values() if backend.port is not None]
     for name, host in hosts.items():
-        machine = THIS_MACHINE if host.ssh.is_loopback else host.ssh.host
         prefix = f"inferenceHosts.{name}"
-        taken[(machine, host.ssh.port)].append(f"{prefix}.ssh.port (the SSH port)")
-        taken[(machine, host.server.port)].append(f"{prefix}.server.port")
-    for (machine, port), users in taken.items():
+        binds += [(host.ssh.host, host.ssh.port, f"{prefix}.ssh.port (the SSH port)"),
+                  (host.ssh.host, host.server.port, f"{prefix}.server.port")]
+    for (machine, port), users in port_clashes(binds).items():
         servers = [user for user in users if user.endswith(".server.port")]
         for server_key in servers:
             others = list(dict.fromkeys(user for user in users if user != server_key))

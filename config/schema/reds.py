@@ -15,7 +15,7 @@ from collections.abc import Collection, Mapping
 from typing import Any
 
 from config.checker import HOSTNAME, MISSING, USER, Checker, get
-from config.schema.hosts import _backend, _private_key, host_key, ssh_key_entry
+from config.schema.common import host_key, port_backend, private_key, ssh_key_entry
 from config.types import Backend, InferenceHost, RedsEndpoint, RedsSsh
 
 KEYS = ("redsEndpoints",)
@@ -65,7 +65,7 @@ def _endpoint(check: Checker, name: str, value: Any, secret_key: Any,
     model_id = None if model_id is MISSING else check.pattern(
         f"{prefix}.modelId", model_id, _MODEL_ID,
         "a model id as /v1/models lists it (printable characters, no spaces; at most 256)")
-    backend = _backend(check, f"{prefix}.backend", get(endpoint, "backend"), backends)
+    backend = port_backend(check, f"{prefix}.backend", get(endpoint, "backend"), backends)
     host_name, ssh = get(endpoint, "inferenceHost"), get(endpoint, "ssh")
     if (host_name is MISSING) == (ssh is MISSING):
         check.report(prefix, "neither inferenceHost nor ssh" if host_name is MISSING
@@ -79,8 +79,9 @@ def _endpoint(check: Checker, name: str, value: Any, secret_key: Any,
     if served is None or not check.clean_since(start):
         return None
     login, address, port = served
-    return RedsEndpoint(name, login, address, port, model_id, backend,
-                        host_name if host_name is not MISSING else None)
+    return RedsEndpoint(name=name, ssh=login, address=address, port=port, model_id=model_id,
+                        backend=backend,
+                        inference_host=host_name if host_name is not MISSING else None)
 
 
 def _managed(check: Checker, name: str, endpoint: dict, host_name: Any, secret_key: Any,
@@ -101,7 +102,8 @@ def _managed(check: Checker, name: str, endpoint: dict, host_name: Any, secret_k
     host = inference_hosts.get(host_name)
     if host is None:  # the host has problems of its own, reported already
         return None
-    login = RedsSsh(host.ssh.host, host.ssh.port, host.ssh.user, host.ssh.key, host.ssh.host_key)
+    login = RedsSsh(host=host.ssh.host, port=host.ssh.port, user=host.ssh.user, key=host.ssh.key,
+                    host_key=host.ssh.host_key)
     return login, host.server.host, host.server.port
 
 
@@ -123,7 +125,7 @@ def _by_hand(check: Checker, name: str, endpoint: dict, value: Any, secret_key: 
         port=None if ssh_port is MISSING else check.integer(
             f"{key}.port", ssh_port, 1, 65535, note="optional: ~/.ssh/config's Port, else 22"),
         user=None if user is MISSING else check.pattern(f"{key}.user", user, USER, "a user name"),
-        key=None if path is MISSING and secret_key is MISSING else _private_key(
+        key=None if path is MISSING and secret_key is MISSING else private_key(
             check, name, path, secret_key, owner=f"redsEndpoints.{name}"),
         host_key=host_key(check, f"{key}.hostKey", get(ssh, "hostKey")),
     )

@@ -14,11 +14,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from config.checker import API_URL_TEXT, MISSING, USER, Checker, api_url, get, map_names
-from config.schema.hosts import _backend as hosts_backend
-from config.schema.hosts import _private_key, ssh_key_entry
+from config.schema.common import (HF_REPO, SERVED_NAME, api_key, port_backend, private_key,
+                                  ssh_key_entry)
 from config.types import (API_KEY_NAMES, CLOUD_TYPES, ApiKey, Backend, InferenceHost, PodSsh,
                           RunPodPod, Vllm)
-from spear.rules import COMMIT, COMMIT_TEXT, image_pin_problem
+from spear.rules import COMMIT_TEXT, image_pin_problem, is_commit
 
 KEYS = ("runpod",) + API_KEY_NAMES
 # Keys whose value is an object (the loader reads them as JSON); the API keys are text.
@@ -34,10 +34,6 @@ _GPU_TYPE = re.compile(r"[A-Za-z0-9][A-Za-z0-9 ._-]*")
 _POD_PORT = re.compile(r"(?P<port>[0-9]{1,5})/(tcp|http)")
 _IMAGE_TEXT = ("an image with a version tag or an @sha256 digest (not :latest, and not untagged:"
                " the engine version is part of the pin, seed 001 'Maintenance')")
-_HF_REPO = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*")
-_SERVED_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
-# Ends up in an environment file and an HTTP header: one line of printable characters.
-_API_KEY = re.compile(r"[!-~]+")
 
 
 def pod_names(value: Any) -> list[str]:
@@ -55,7 +51,7 @@ def parse(check: Checker, value: Any, api_key_values: Mapping[str, Any], ssh_key
     runpod = check.obj("runpod", value, ("apiUrl", "pods"), required=False)
     pods = {} if runpod is None else check.named_map("runpod.pods", get(runpod, "pods"), "a pod",
                                                       required=False)
-    api_keys = {name: _api_key(check, name, api_key_values[name], [
+    api_keys = {name: api_key(check, name, api_key_values[name], [
                     *(["runpod.pods"] if pods else []),
                     *([also_needed_by[name]] if name in (also_needed_by or {}) else [])])
                 for name in API_KEY_NAMES}
@@ -70,21 +66,6 @@ def parse(check: Checker, value: Any, api_key_values: Mapping[str, Any], ssh_key
             parsed[name] = pod
     _check_fleet(check, parsed, inference_hosts)
     return parsed, {name: key for name, key in api_keys.items() if key is not None}
-
-
-def _api_key(check: Checker, name: str, value: Any, required_by: list[str]) -> ApiKey | None:
-    if value is MISSING:
-        if required_by:
-            check.report(name, "nothing", f"a secret (required with {' and '.join(required_by)}):"
-                         f" pulumi config set --secret {name} < file")
-        return None
-    if not isinstance(value, str) or not _API_KEY.fullmatch(value):
-        # Describe the secret, never echo it.
-        described = (f"a secret of {len(value)} characters with whitespace or control characters"
-                     if isinstance(value, str) else f"a secret of type {type(value).__name__}")
-        check.report(name, described, "one line of printable characters without spaces")
-        return None
-    return ApiKey(value)
 
 
 def _pod(check: Checker, name: str, value: Any, api_url: str | None, secret_key: Any,
@@ -155,7 +136,7 @@ def _ports(check: Checker, key: str, value: Any) -> tuple[str, ...]:
 def _backend(check: Checker, key: str, value: Any,
              backends: Mapping[str, Backend] | None) -> Backend | None:
     """As an inference host's, but by default the seed's pod backend, `remote`."""
-    return hosts_backend(check, key, "remote" if value is MISSING else value, backends)
+    return port_backend(check, key, "remote" if value is MISSING else value, backends)
 
 
 def _ssh(check: Checker, name: str, value: Any, secret_key: Any) -> PodSsh | None:
@@ -165,12 +146,12 @@ def _ssh(check: Checker, name: str, value: Any, secret_key: Any) -> PodSsh | Non
     if ssh is None:
         return None
     user = check.pattern(f"{key}.user", get(ssh, "user"), USER, "a user name", default="root")
-    private_key = (None if secret_key is None else
-                   _private_key(check, name, get(ssh, "privateKeyPath"), secret_key,
-                                owner=f"runpod.pods.{name}"))
-    if private_key is None or not check.clean_since(start):
+    login_key = (None if secret_key is None else
+                 private_key(check, name, get(ssh, "privateKeyPath"), secret_key,
+                             owner=f"runpod.pods.{name}"))
+    if login_key is None or not check.clean_since(start):
         return None
-    return PodSsh(user, private_key)
+    return PodSsh(user, login_key)
 
 
 def _vllm(check: Checker, key: str, value: Any, gpu_count: int | None) -> Vllm | None:
@@ -179,12 +160,13 @@ def _vllm(check: Checker, key: str, value: Any, gpu_count: int | None) -> Vllm |
     if vllm is None:
         return None
     result = Vllm(
-        model=check.pattern(f"{key}.model", get(vllm, "model"), _HF_REPO,
+        model=check.pattern(f"{key}.model", get(vllm, "model"), HF_REPO,
                             "a Hugging Face repository id (<owner>/<name>)"),
-        revision=check.pattern(f"{key}.revision", get(vllm, "revision"), COMMIT,
-                               COMMIT_TEXT.replace("a commit id", "the model repository's commit id")),
+        revision=check.text(f"{key}.revision", get(vllm, "revision"),
+                            lambda v: v if is_commit(v) else None,
+                            COMMIT_TEXT.replace("a commit id", "the model repository's commit id")),
         served_model_name=check.pattern(f"{key}.servedModelName", get(vllm, "servedModelName"),
-                                        _SERVED_NAME,
+                                        SERVED_NAME,
                                         "a model name (letters, digits, '.', '_', '-'; at most 64)"),
         tensor_parallel_size=check.integer(f"{key}.tensorParallelSize",
                                            get(vllm, "tensorParallelSize"), 1, default=1),

@@ -22,22 +22,22 @@ from typing import Any
 
 from config.checker import (DNS_LABEL, DNS_LABEL_TEXT, MISSING, NAME, Checker, api_url, get,
                             ip_address, relative_subdir, show)
-from config.types import (ACCESS_MODES, AMBIENT, CACHE_SALT_SCOPES, AgentSandbox, Alerts, Canary,
+from config.types import (ACCESS_MODES, AMBIENT, AgentSandbox, Alerts, Canary,
                           EgressTarget, Kubeconfig, MemoryFloor, ModelCache,
                           ModelFacts, PROMETHEUS_MODES, Prometheus, RolloutGate, ServingPair, Vllm,
                           VllmFleet)
-from config.schema.runpod import _HF_REPO, _SERVED_NAME
-from gate import trace
-from spear import rollout_gate
+from config.schema.common import HF_REPO, SERVED_NAME
+from spear import rollout_gate, trace
 from spear.fleet import CANARY, STABLE
-from spear.rules import (COMMIT, COMMIT_TEXT, EGRESS_NETWORK_TEXT, IMAGE, IMAGE_DIGEST,
-                         IMAGE_TAG, UNPINNED_TAG, egress_network_problem, image_pin_problem)
+from spear.rules import (CACHE_SALT_SCOPES, COMMIT_TEXT, EGRESS_NETWORK_TEXT, IMAGE, IMAGE_DIGEST, IMAGE_TAG,
+                         egress_network_problem, image_pin_problem, is_commit)
 from spear.vllm import (BYTES_PER_PARAMETER, GPU_MEMORY_UTILIZATION, TOOL_CALL_PARSER,
                         TOOL_CALL_PARSERS, memory_floor_problem, tool_parser_problem)
 
 KEYS = ("vllmFleet", "kubeconfig")
 OBJECT_KEYS = ("vllmFleet",)
 SECRET = "secret"  # vllmFleet.kubeconfig: the text of the stack's `kubeconfig` secret
+DEFAULT_IMAGE = "vllm/vllm-openai"
 
 _FLEET_KEYS = ("kubeconfig", "context", "namespace", "image",
                "servedModelName", "stable", "previous", "canary", "replicas",
@@ -87,7 +87,7 @@ def parse(check: Checker, value: Any, kubeconfig_secret: Any,
         model=stable.model if stable else "",
         revision=stable.revision if stable else "",
         served_model_name=check.pattern(f"{k}.servedModelName", get(fleet, "servedModelName"),
-                                        _SERVED_NAME,
+                                        SERVED_NAME,
                                         "a model name (letters, digits, '.', '_', '-'; at most 64)"),
         tensor_parallel_size=tp,
         max_model_len=check.integer(f"{k}.maxModelLen", get(fleet, "maxModelLen"), 1,
@@ -108,7 +108,7 @@ def parse(check: Checker, value: Any, kubeconfig_secret: Any,
                                 default="vllm"),
         image=check.text(f"{k}.image", get(fleet, "image"), _repository,
                          "an image repository without tag or digest (stable.tag and"
-                         " stable.digest pin it)", default="vllm/vllm-openai"),
+                         " stable.digest pin it)", default=DEFAULT_IMAGE),
         stable=stable,
         previous=previous,
         canary=canary,
@@ -173,17 +173,24 @@ def _pair(check: Checker, key: str, value: Any,
     pair = check.obj(key, value, allowed_keys)
     if pair is None:
         return None
-    tag = check.text(f"{key}.tag", get(pair, "tag"),
-                     lambda v: v if IMAGE_TAG.fullmatch(v) and v != UNPINNED_TAG else None,
+    tag = check.text(f"{key}.tag", get(pair, "tag"), _engine_tag,
                      "an image tag naming the engine version, e.g. v0.24.0 (not latest: it moves)")
     digest = (None if get(pair, "digest") is MISSING else
               check.pattern(f"{key}.digest", get(pair, "digest"), IMAGE_DIGEST,
                             "sha256:<64 lowercase hex> (the image's digest)"))
-    model = check.pattern(f"{key}.model", get(pair, "model"), _HF_REPO,
+    model = check.pattern(f"{key}.model", get(pair, "model"), HF_REPO,
                           "a Hugging Face repository id (<owner>/<name>)")
-    revision = check.pattern(f"{key}.revision", get(pair, "revision"), COMMIT,
-                             COMMIT_TEXT.replace("a commit id", "the model repository's commit id"))
-    return ServingPair(tag, digest, model, revision) if check.clean_since(start) else None
+    revision = check.text(f"{key}.revision", get(pair, "revision"),
+                          lambda v: v if is_commit(v) else None,
+                          COMMIT_TEXT.replace("a commit id", "the model repository's commit id"))
+    return (ServingPair(tag=tag, digest=digest, model=model, revision=revision)
+            if check.clean_since(start) else None)
+
+
+def _engine_tag(value: str) -> str | None:
+    # The tag pins the engine by itself, digest or not: the tool-parser table reads its version.
+    pinned = IMAGE_TAG.fullmatch(value) and image_pin_problem(f"{DEFAULT_IMAGE}:{value}") is None
+    return value if pinned else None
 
 
 def _canary(check: Checker, key: str, value: Any) -> Canary | None:
@@ -478,7 +485,7 @@ def gate_policy(check: Checker, key: str, value: Any) -> tuple[rollout_gate.Poli
     tasks_file = _project_file(check, f"{key}.tasks", get(policy, "tasks"),
                                "the paired eval's task set (JSON lines, spear/rollout_gate.py)")
     trace_file = _project_file(check, f"{key}.trace", get(policy, "trace"),
-                               "the latency step's replay trace (gate/trace.py)")
+                               "the latency step's replay trace (spear/trace.py)")
     tasks: tuple[rollout_gate.Task, ...] = ()
     if tasks_file is not None:
         tasks, problems = rollout_gate.parse_tasks(tasks_file)

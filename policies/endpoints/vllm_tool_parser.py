@@ -9,7 +9,7 @@ from pulumi_policy import EnforcementLevel, ReportViolation, ResourceValidationA
 
 from policies.common import flag_value, for_type
 from spear import tokens
-from spear.vllm import AUTO_TOOL_CHOICE, TOOL_CALL_PARSER, TOOL_CALL_PARSER_FLAG
+from spear.vllm import AUTO_TOOL_CHOICE, TOOL_CALL_PARSER, TOOL_CALL_PARSER_FLAG, tool_parser_problem
 
 SEED = "seed 001 step 3 (serve it: the parser flags this model needs)"
 
@@ -21,7 +21,8 @@ def vllm_tool_parser(args: ResourceValidationArgs, report: ReportViolation) -> N
         report(f"{SEED}: {AUTO_TOOL_CHOICE} is missing; it is mandatory beside the tool-call"
                " parser. Fix: render the command line with spear/vllm.py, which adds it.")
     parser = flag_value(argv, TOOL_CALL_PARSER_FLAG)
-    if parser != TOOL_CALL_PARSER:
+    # A pod's engine version is not known (no image tag to read), so only the parser's first name.
+    if tool_parser_problem(parser, None) is not None:
         report(f"{SEED}: {TOOL_CALL_PARSER_FLAG} is {parser!r}, not {TOOL_CALL_PARSER!r} (the"
                " model card's parser); tool calls would come back as text. Fix: render the"
                " command line with spear/vllm.py, which passes it.")

@@ -23,13 +23,12 @@ from policies.common import (GatewayConfigView, gateway_config, gateway_config_v
                              unknown_is_violation)
 from spear import tokens
 from spear.fleet import APP, TRACK
-from spear.rules import CODER_MODEL, tunnel_unit
+from spear.rules import CODER_MODEL, FLEET_UPSTREAM, tunnel_unit
 
 SEED = ("seed 001 step 5 (`coder` is the fleet: the gateway routes it to the endpoints you run,"
         " through their tunnels)")
 ENDPOINT_TYPES = (tokens.INFERENCE_HOST, tokens.RUNPOD_ENDPOINT, tokens.REDS_ENDPOINT)
 _API_BASE = re.compile(r"http://127\.0\.0\.1:([0-9]+)/v1/?")
-FLEET_UPSTREAM = "vllmFleet"  # config.types.FLEET_UPSTREAM (the pack does not import config/)
 FLEET_ROUTE = re.compile(r"vllm-([a-z]+)")
 
 

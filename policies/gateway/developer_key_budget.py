@@ -28,7 +28,7 @@ def developer_key_budget(args: ResourceValidationArgs, report: ReportViolation) 
     problems = developer_key_problems(listed, props["max_budget"], props["budget_duration"])
     if problems:
         developer = props["developer"]
-        report(f"{SEED}: the key of {developer}: {'; '.join(problems)}. Fix: set"
+        report(f"{SEED}: the key of {developer}: {'; '.join(p.why for p in problems)}. Fix: set"
                f" developers.{developer}.budgetDuration (e.g. 30d), maxBudget above 0 and models"
                " among the gateway's names other than frontier (default [coder]).")
 

@@ -7,20 +7,16 @@ from __future__ import annotations
 from pulumi_policy import EnforcementLevel, ReportViolation, ResourceValidationPolicy
 
 from policies.common import GatewayConfigView, for_gateway_config
+from spear.rules import alert_below_cap
 
 SEED = ('seed 001 step 5 and "Budget hygiene" (the hatch has a hard monthly cap, and someone'
         " hears of it before it is reached)")
 
 
-def _usd(value: object) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
-
-
 @for_gateway_config
 def hatch_alert_below_cap(view: GatewayConfigView, report: ReportViolation) -> None:
     hatch = view.facts["hatch"]
-    cap, alert = _usd(hatch["monthly_cap_usd"]), _usd(hatch["alert_usd"])
-    if cap is None or alert is None or not 0 < alert < cap:
+    if not alert_below_cap(hatch["alert_usd"], hatch["monthly_cap_usd"]):
         report(f"{SEED}: the gateway's hatch has alert_usd {hatch['alert_usd']!r} and"
                f" monthly_cap_usd {hatch['monthly_cap_usd']!r}; the alert must be above 0 and"
                " below the cap. Fix: set gateway.hatch.alertUsd below gateway.hatch.monthlyCapUsd.")

@@ -10,48 +10,42 @@ once.
 
 from __future__ import annotations
 
-from collections import defaultdict
-
 from pulumi_policy import EnforcementLevel, ReportViolation, StackValidationArgs, StackValidationPolicy
 
 from policies.common import unknown_is_violation
 from spear import tokens
-from spear.rules import is_loopback
+from spear.rules import THIS_MACHINE, port_clashes
 
 SEED = "seed 000 §6.2.7 (the tunnel ports differ so the backends can be up at once)"
-THIS_MACHINE = "this machine"
 
 
-def _machine(host_id: str) -> str:
-    """The machine whose ports a bind on "<ssh host>:<ssh port>" takes."""
-    host = host_id.rsplit(":", 1)[0]
-    return THIS_MACHINE if is_loopback(host) else host
+def _host(host_id: str) -> str:
+    """The host of "<ssh host>:<ssh port>"."""
+    return host_id.rsplit(":", 1)[0]
 
 
 def ports_distinct(args: StackValidationArgs, report: ReportViolation) -> None:
     with unknown_is_violation(report):
-        taken: dict[tuple[str, int], list[str]] = defaultdict(list)
+        binds: list[tuple[str, int, str]] = []
         ssh_hosts: set[str] = set()
         for resource in args.resources:
             props = resource.props
             if resource.resource_type == tokens.STACK:
-                for name, backend in sorted((props.get("backends") or {}).items()):
-                    if backend.get("port") is not None:
-                        taken[(THIS_MACHINE, int(backend["port"]))].append(
-                            f"the {name} backend's client port")
+                binds += [(THIS_MACHINE, int(backend["port"]), f"the {name} backend's client port")
+                          for name, backend in sorted((props.get("backends") or {}).items())
+                          if backend.get("port") is not None]
             for bind in props.get("binds") or ():
-                taken[(_machine(bind["host"]), int(bind["port"]))].append(
-                    f"{bind.get('what') or resource.name} ({resource.name}, on {bind['address']})")
+                binds.append((_host(bind["host"]), int(bind["port"]),
+                              f"{bind.get('what') or resource.name} ({resource.name}, on"
+                              f" {bind['address']})"))
                 ssh_hosts.add(bind["host"])
-        for host_id in ssh_hosts:
-            taken[(_machine(host_id), int(host_id.rsplit(":", 1)[1]))].append(
-                f"sshd (spear-fleet reaches {host_id} through it)")
-        for (machine, port), users in sorted(taken.items()):
-            if len(users) > 1:
-                report(f"{SEED}: port {port} on {machine} is bound by {' and '.join(users)}; only"
-                       " one can have it. Fix: give one of them another port"
-                       " (inferenceHosts.<name>.server.port, backends.<name>.port or"
-                       " inferenceHosts.<name>.ssh.port in the stack).")
+        binds += [(_host(host_id), int(host_id.rsplit(":", 1)[1]),
+                   f"sshd (spear-fleet reaches {host_id} through it)") for host_id in ssh_hosts]
+        for (machine, port), users in sorted(port_clashes(binds).items()):
+            report(f"{SEED}: port {port} on {machine} is bound by {' and '.join(users)}; only"
+                   " one can have it. Fix: give one of them another port"
+                   " (inferenceHosts.<name>.server.port, backends.<name>.port or"
+                   " inferenceHosts.<name>.ssh.port in the stack).")
 
 
 POLICY = StackValidationPolicy(

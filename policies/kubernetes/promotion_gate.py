@@ -17,19 +17,17 @@ import json
 
 from pulumi_policy import EnforcementLevel, ReportViolation, StackValidationArgs, StackValidationPolicy
 
-from policies.common import flag_value, unknown_is_violation, vllm_containers
+from policies.common import flag_value, image_tag, unknown_is_violation, vllm_containers
 from spear import rollout_gate, tokens
 from spear.fleet import (GATE_POLICY_JSON, GATE_TASKS_GZ, PART, PREVIOUS_JSON, RECORDS_JSON,
                          ROLLOUT, STABLE, TRACK, evidence_key)
-from spear.rules import IMAGE
 from spear.vllm import REVISION_FLAG
 
 SEED = "seed 001 step 8 (gate the rollout on the acceptance test)"
 
 
 def _pair(container, argv) -> rollout_gate.Pair:
-    match = IMAGE.fullmatch(container["image"])
-    return ((match["tag"] or "") if match else "", argv[2], flag_value(argv, REVISION_FLAG) or "")
+    return (image_tag(container) or "", argv[2], flag_value(argv, REVISION_FLAG) or "")
 
 
 def _unzip(binary, key: str) -> bytes | None:

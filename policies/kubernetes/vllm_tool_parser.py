@@ -4,10 +4,9 @@ image's tag): without them tool calls come back as text in `content`."""
 
 from pulumi_policy import EnforcementLevel, ReportViolation, ResourceValidationArgs, ResourceValidationPolicy
 
-from policies.common import for_type, vllm_containers
+from policies.common import for_type, image_tag, vllm_containers
 from spear import tokens
-from spear.rules import IMAGE
-from spear.vllm import tool_parser_missing
+from spear.vllm import AUTO_TOOL_CHOICE, TOOL_CALL_PARSER, TOOL_CALL_PARSER_FLAG, flags, tool_parser_problem
 
 SEED = "seed 001 step 3 (serve it: the parser flags this model needs)"
 
@@ -15,8 +14,13 @@ SEED = "seed 001 step 3 (serve it: the parser flags this model needs)"
 @for_type(tokens.K8S_DEPLOYMENT)
 def k8s_vllm_tool_parser(args: ResourceValidationArgs, report: ReportViolation) -> None:
     for container, argv in vllm_containers(args.props):
-        image = IMAGE.fullmatch(str(container.get("image")))
-        missing = tool_parser_missing(argv, image["tag"] if image else None)
+        given = flags(argv)
+        missing = [] if AUTO_TOOL_CHOICE in given else [AUTO_TOOL_CHOICE]
+        parser = given.get(TOOL_CALL_PARSER_FLAG)
+        if tool_parser_problem(parser, image_tag(container)) is not None:
+            missing.append(f"{TOOL_CALL_PARSER_FLAG} {TOOL_CALL_PARSER} (or a name of its parser"
+                           f" on this engine; {parser!r} is not)" if parser else
+                           f"{TOOL_CALL_PARSER_FLAG} {TOOL_CALL_PARSER}")
         if missing:
             report(f"{SEED}: container {container['name']} lacks {' and '.join(missing)}; tool"
                    " calls would come back as text. Fix: render the command with spear/vllm.py.")

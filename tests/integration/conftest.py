@@ -3,7 +3,7 @@
 Tests marked `kubernetes` need the kubernetes provider plugin and the local cluster's binaries,
 built from Go modules (20-30 min cold). scripts/test starts that build in the background, so
 these tests run last and wait for it (the build's own locks: `kube_cluster` below, and
-tests/support/engine.py::repo_stack for a stack that declares a fleet), while the others run
+localhosts/engine.py::repo_stack for a stack that declares a fleet), while the others run
 meanwhile.
 """
 

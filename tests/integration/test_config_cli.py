@@ -9,8 +9,8 @@ import yaml
 
 from config.checker import ConfigError
 from config.schema import parse
+from localhosts.engine import Project, engine_env
 from tests.support.config_cases import MASTER_KEY
-from tests.support.engine import Project, engine_env
 from tests.support.stack_files import stack_raw, with_placeholder_keys, without_fleet
 
 STACK = "cli"

@@ -14,7 +14,7 @@ import pytest
 
 from components.hostops.ssh import Session
 from localhosts.host import host_key, start_host, stop_host
-from tests.support.engine import Project, engine_env, repo_stack
+from localhosts.engine import Project, engine_env, repo_stack
 
 
 HOST = "it-engine"

@@ -12,7 +12,7 @@ import subprocess
 
 import pytest
 
-from tests.support.engine import REPO, Project, engine_env
+from localhosts.engine import REPO, Project, engine_env
 
 pytestmark = pytest.mark.integration
 

@@ -1,6 +1,7 @@
-"""The budget ledger in a real PostgreSQL: the contract's scenarios, and concurrency from
-several processes (as several gateway replicas) that never takes a key past its budget or the
-hatch past its cap."""
+"""The budget ledger in a real PostgreSQL, what only it has: its tables, concurrency from several
+processes (as several gateway replicas) that never takes a key past its budget or the hatch past
+its cap, and holds expired on the database's clock. The contract's scenarios run on it with the
+unit tests (tests/unit/gateway/test_budget_contract.py)."""
 
 import multiprocessing
 import time
@@ -11,9 +12,8 @@ from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 import psycopg
 import pytest
 
-from spear_gateway.budget import ContractViolation
+from localhosts.postgres import postgres_database
 from spear_gateway.pg_store import PgStore
-from tests.support.postgres import postgres_database
 
 PROCESSES, THREADS = 4, 4
 
@@ -39,64 +39,6 @@ def test_the_tables_are_created_once_and_creating_them_again_changes_nothing(dat
     assert database.psql("SELECT count(*) FROM spear_gateway.spear_budget_requests") == "1"
     assert set(database.psql("SELECT tablename FROM pg_tables WHERE schemaname = 'spear_gateway'")
                .split()) == {"spear_budget_keys", "spear_budget_hatch", "spear_budget_requests"}
-
-
-def test_admission_counts_settled_spend_and_holds_in_flight(store):
-    assert store.admit("ana", "r1", 40.0, 1000.0) == "fleet"
-    store.settle("r1", 31.0)
-    assert store.admit("ana", "r2", 900.0, 1000.0) == "fleet"
-    assert store.admit("ana", "r3", 100.0, 1000.0) == "reject-quota"
-    assert store.admit("ana", "r4", 69.0, 1000.0) == "fleet"         # exactly at the budget
-    assert store.admit("ana", "r5", 0.001, 1000.0) == "reject-quota"
-    store.settle("r2", 100.0)
-    assert store.used_usd("ana") == 131.0
-    assert store.admit("ana", "r5", 0.001, 1000.0) == "fleet"
-    assert store.held_usd("ana") == 69.001
-
-
-def test_a_request_settles_exactly_once_never_above_its_hold_and_its_id_is_never_reused(store):
-    store.admit("bob", "r7", 10.0, 100.0)
-    with pytest.raises(ContractViolation, match="above reservation"):
-        store.settle("r7", 10.001)
-    with pytest.raises(ContractViolation, match="hatch reservation"):
-        store.settle("r7", 1.0, hatch_usd=0.5)
-    assert store.used_usd("bob") == 0.0 and store.held_usd("bob") == 10.0
-    store.settle("r7", 10.0)
-    with pytest.raises(ContractViolation, match="double settle"):
-        store.settle("r7", 10.0)
-    with pytest.raises(ContractViolation, match="unknown request"):
-        store.settle("ghost", 0)
-    assert store.used_usd("bob") == 10.0
-    assert store.admit("bob", "r7", 1.0, 100.0, window="next-window") == "reject-duplicate"
-
-
-def test_the_hatch_takes_429_and_5xx_only_counts_holds_and_is_inclusive_at_its_cap(store):
-    store.admit("ana", "h1", 50.0, None)
-    assert store.escalate("h1", 400, 1.0) == "reject-client-error"
-    assert store.escalate("h1", 429, 4.0) == "hatch"
-    store.settle("h1", 20.0, hatch_usd=3.10)
-    store.admit("bob", "h2", 50.0, None)
-    assert store.escalate("h2", 503, 6.0) == "hatch"
-    assert store.escalate("h2", 503, 999.0) == "hatch"                 # idempotent
-    store.admit("cyn", "h3", 50.0, None)
-    assert store.escalate("h3", 503, 1.0) == "reject-hatch-budget"     # 3.10 + 6 + 1 > 10
-    store.settle("h2", 10.0, hatch_usd=0.40)
-    assert store.escalate("h3", "timeout", 1.0) == "hatch"
-    store.settle("h3", 10.0, hatch_usd=1.0)
-    store.admit("dan", "h4", 1.0, None)
-    assert store.escalate("h4", 503, 5.50) == "hatch"                  # 4.50 + 5.50 == 10
-    store.settle("h4", 0, hatch_usd=5.50)
-    assert store.hatch_spent_usd == 10.0
-
-
-def test_a_new_window_waits_for_requests_in_flight(store):
-    store.admit("ana", "a", 4.0, 10.0, window="w1")
-    store.settle("a", 4.0)
-    store.admit("ana", "b", 4.0, 10.0, window="w1")
-    assert store.admit("ana", "c", 3.0, 10.0, window="w2") == "reject-quota"
-    store.settle("b", 4.0)
-    assert store.admit("ana", "c", 3.0, 10.0, window="w2") == "fleet"
-    assert store.used_usd("ana") == 0.0
 
 
 # --- Concurrency: each process is its own store (its own connections), as a replica is.

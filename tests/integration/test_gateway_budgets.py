@@ -20,12 +20,12 @@ import pytest
 
 from localhosts.litellm_venv import litellm_venv
 from spear.rules import CODER_MODEL
-from tests.support.frontier_standin import FrontierStandin
-from tests.support.litellm_proxy import ProxyError, migrate
-from tests.support.openai_upstream import OpenAIUpstream
-from tests.support.postgres import postgres_database
-from tests.support.spear_gateway_proxy import (FRONTIER_KEY, gateway_config, metric,
-                                               spear_proxy)
+from localhosts.frontier_standin import FrontierStandin
+from localhosts.litellm_proxy import ProxyError, migrate
+from localhosts.openai_upstream import OpenAIUpstream
+from localhosts.postgres import postgres_database
+from localhosts.spear_gateway_proxy import (FRONTIER_KEY, gateway_config, metric,
+                                             spear_proxy)
 
 VERSION = "1.91.1"
 STOCK_PORTS, SPEAR_PORTS, UPSTREAM_PORT, FRONTIER_PORT = (4122, 4124), (4123, 4125), 8152, 8162

@@ -14,12 +14,12 @@ from components.vllm_fleet import alerts, dashboard
 from config.types import Alerts, Hatch, Pricing
 from localhosts.litellm_venv import litellm_venv
 from spear.rules import CODER_MODEL, FRONTIER_MODEL
-from tests.support.frontier_standin import FrontierStandin
-from tests.support.litellm_proxy import ProxyError
-from tests.support.openai_upstream import OpenAIUpstream
+from localhosts.frontier_standin import FrontierStandin
+from localhosts.litellm_proxy import ProxyError
+from localhosts.openai_upstream import OpenAIUpstream
+from localhosts.spear_gateway_proxy import (FRONTIER_KEY, gateway_config, metric,
+                                             spear_proxy)
 from tests.support.prometheus import prometheus
-from tests.support.spear_gateway_proxy import (FRONTIER_KEY, gateway_config, metric,
-                                               spear_proxy)
 
 VERSIONS = {"1.91.1": (4120, 8150, 8160), "1.108.7": (4121, 8151, 8161)}
 PROMETHEUS_PORT = 9190
@@ -132,7 +132,7 @@ def test_prometheus_scraping_the_gateway_fires_the_hatch_spend_alert_once_an_esc
     spend = metric(proxy, "spear_hatch_spend_usd")
     # The gateway's hatch with its alert just above today's spend: one escalation (0.0016 USD)
     # crosses it. The fleet's other thresholds are their defaults.
-    hatch = Hatch("claude-sonnet-4-5", frontier.base_url, monthly_cap_usd=100.0,
+    hatch = Hatch(model="claude-sonnet-4-5", api_base=frontier.base_url, monthly_cap_usd=100.0,
                   alert_usd=spend + 0.001, pricing=Pricing(0.0, 0.0001))
     rules = alerts.render(Alerts(preemptions_per_hour=30, ttft_p95_seconds=2.0,
                                  itl_p95_seconds=0.1, prefix_cache_hit_rate_min=0.3,

@@ -26,10 +26,10 @@ import yaml
 
 from localhosts import gateway_image, kubenode
 from spear_gateway.pricing import Prices, worst_case_usd
+from localhosts.engine import REPO, Project, engine_env, without_inference_hosts
+from localhosts.postgres import postgres_database
 from tests.support.config_cases import CANARY_PAIR, STABLE_PAIR
-from tests.support.engine import REPO, Project, engine_env, without_inference_hosts
 from tests.support.kube import clear
-from tests.support.postgres import postgres_database
 from tests.support.stack_files import local_inference_hosts
 
 pytestmark = pytest.mark.kubernetes

@@ -24,7 +24,7 @@ from components.hostops.ssh import Session
 from localhosts import local_stack
 from spear.harness import CLAUDE_CODE, CODEX, OPENHANDS, QWEN_CODE
 from spear.rules import GATEWAY_UNIT, SMOKE_ANSWER, tunnel_unit
-from tests.support.engine import REPO, Project, engine_env
+from localhosts.engine import REPO, Project, engine_env
 
 STACK = "gw"
 # Ports no other integration test uses: the hosts share this machine's network.

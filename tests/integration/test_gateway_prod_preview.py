@@ -9,8 +9,8 @@ import subprocess
 
 import pytest
 
+from localhosts.engine import repo_stack
 from tests.support.config_cases import FRONTIER_KEY, MASTER_KEY
-from tests.support.engine import repo_stack
 from tests.support.pack_runs import preview_with_pack
 
 # The prod stack declares the vLLM fleet: its preview needs the kubernetes plugin.

@@ -23,11 +23,11 @@ import yaml
 from spear.smoke import EXPECTED_TEXT
 from components.hostops.known_hosts import fingerprint
 from components.hostops.ssh import Session
-from spear.review import overall, parts
+from review.parts import overall, parts
 from localhosts import llama_source, local_stack, tiny_model
 from localhosts.host import renew_host_key
+from localhosts.engine import Project, engine_env
 from tests.support import faults
-from tests.support.engine import Project, engine_env
 from tests.support.stack_files import local_inference_hosts
 
 

@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from localhosts.litellm_venv import litellm_venv, offline_bundle_dir
-from tests.support.litellm_proxy import LitellmProxy, ProxyError, migrate
-from tests.support.openai_upstream import OpenAIUpstream
-from tests.support.postgres import postgres_database
+from localhosts.litellm_proxy import LitellmProxy, ProxyError, migrate
+from localhosts.openai_upstream import OpenAIUpstream
+from localhosts.postgres import postgres_database
 
 OLD, NEW = "1.91.1", "1.108.7"
 PROXY_PORT = 4100

@@ -16,7 +16,7 @@ from localhosts import kubenode
 from localhosts.kubebuild import KUBERNETES_VERSION
 from localhosts.kubecluster import GPU_RESOURCE, LOCAL_CLUSTER, node_ready, start_cluster, stop_cluster
 from localhosts.serving_image.build import ensure_image
-from tests.support.engine import Project, engine_env
+from localhosts.engine import Project, engine_env
 
 pytestmark = [pytest.mark.integration, pytest.mark.kubernetes]
 

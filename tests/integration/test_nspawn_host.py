@@ -14,8 +14,8 @@ import pytest
 from localhosts.cgroups import CGROUP_PARENT
 from localhosts.host import HostInfo, host_status, start_host, stop_host
 from localhosts.report import HostError
-from tests.support.engine import REPO
-from tests.support.processes import free_port
+from localhosts.engine import REPO
+from localhosts.processes import free_port
 
 
 BIND_DST = "/mnt/spear-bind"

@@ -16,8 +16,8 @@ import pytest
 
 from localhosts.litellm_venv import offline_bundle_dir
 from localhosts.rootfs import ensure_rootfs, extract_rootfs
-from tests.support.litellm_proxy import GATEWAY_DIR
-from tests.support.postgres import postgres_database
+from localhosts.litellm_proxy import GATEWAY_DIR
+from localhosts.postgres import postgres_database
 
 ENGINE_PORT = 4118  # this helper's range (4100-4119)
 SCHEMA = """

@@ -9,7 +9,7 @@ from policies.endpoints import RULES as ENDPOINT_RULES
 from policies.gateway import RULES as GATEWAY_RULES
 from policies.inference import RULES as INFERENCE_RULES
 from policies.kubernetes import RULES as KUBERNETES_RULES
-from tests.support.engine import REPO, repo_stack
+from localhosts.engine import REPO, repo_stack
 from tests.support.pack_runs import REPO_STACKS, preview_with_pack
 
 

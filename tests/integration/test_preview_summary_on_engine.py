@@ -15,8 +15,8 @@ from policies.endpoints import RULES as ENDPOINT_RULES
 from policies.gateway import RULES as GATEWAY_RULES
 from policies.inference import RULES as INFERENCE_RULES
 from policies.kubernetes import RULES as KUBERNETES_RULES
-from spear.review import summarize
-from tests.support.engine import Project, repo_stack
+from review.summary import summarize
+from localhosts.engine import Project, repo_stack
 from tests.support.pack_runs import PackPreview, preview_with_pack
 
 # The prod stack declares the vLLM fleet: its preview needs the kubernetes plugin.

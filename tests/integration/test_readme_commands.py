@@ -21,12 +21,12 @@ import pytest
 from spear_gateway.exporter import this_month
 from spear_gateway.pg_store import PgStore
 
-from components.hostops.ssh import wait_until
+from components.cache import cache_dir
+from components.hostops.waiting import wait_until
 from components.vllm_fleet import alerts
 from localhosts import local_stack
 from localhosts.host import host_status
-from spear.cache import cache_dir
-from tests.support.engine import REPO
+from localhosts.engine import REPO
 from tests.support.prometheus import Prometheus
 
 # The local cluster runs the fleet: its binaries and the kubernetes plugin are built from Go modules.

@@ -18,16 +18,17 @@ from typing import Any
 
 import pytest
 
+from components.cache import cache_dir
 from spear.probes import COMPLETION, MODEL_LIST, TOOL_CALL
 from components.hostops.ssh import SSH_CONFIG_ENV, Session
 from localhosts import local_stack, tiny_model
 from localhosts.host import HostInfo
 from spear import tokens
-from spear.cache import cache_dir
-from spear.review import RECHECK, overall, parts
+from review.kinds import RECHECK
+from review.parts import overall, parts
 from spear.rules import SMOKE_ANSWER
+from localhosts.engine import Project, engine_env, without_inference_hosts
 from tests.support.served_llama import SERVER_FLAGS
-from tests.support.engine import Project, engine_env, without_inference_hosts
 from tests.support.llama_build import local_stack_llama_server
 from tests.support.stack_files import local_inference_hosts
 

@@ -14,10 +14,10 @@ from config.schema import parse
 from gate import run as gate_run
 from localhosts import tiny_model
 from localhosts.litellm_venv import litellm_venv
+from localhosts.litellm_proxy import LitellmProxy
+from localhosts.processes import free_port
 from tests.support import gate_records as records
 from tests.support.config_cases import CANARY_PAIR, problem_line, promoted_raw
-from tests.support.litellm_proxy import LitellmProxy
-from tests.support.processes import free_port
 from tests.support.served_llama import llama_server
 
 LITELLM = "1.91.1"

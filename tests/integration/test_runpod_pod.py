@@ -18,13 +18,13 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from components.cache import cache_dir
 from spear.probes import COMPLETION, MODEL_LIST, TOOL_CALL
 from spear.smoke import EXPECTED_TEXT, judge, request_body
 from components.hostops.ssh import Session
 from localhosts.host import host_status
-from spear.cache import cache_dir
-from spear.review import overall, parts
-from tests.support.engine import Project, engine_env, without_inference_hosts
+from review.parts import overall, parts
+from localhosts.engine import Project, engine_env, without_inference_hosts
 from tests.support.runpod_api_standin import NspawnPods, RunPodApiStandIn
 from tests.support.stack_files import local_inference_hosts
 

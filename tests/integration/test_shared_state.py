@@ -15,8 +15,8 @@ import time
 import pytest
 
 from localhosts import s3_server
+from localhosts.engine import Project, engine_env
 from tests.support import faults
-from tests.support.engine import Project, engine_env
 
 STACK = "team"
 PASSPHRASE = "shared-state-it-passphrase"

@@ -12,7 +12,7 @@ import pytest
 from spear.probes import READ_FILE_TOOL
 from spear.smoke import SYSTEM_PROMPT
 from localhosts import tiny_model
-from tests.support.processes import free_port
+from localhosts.processes import free_port
 from tests.support.served_llama import llama_server, request
 
 @pytest.fixture(scope="module", params=[tiny_model.SMOKE_ANSWER, tiny_model.TOOL_CALL_ANSWER],

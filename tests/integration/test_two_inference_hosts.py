@@ -17,7 +17,7 @@ import yaml
 from components.hostops.ssh import Session
 from localhosts import local_stack
 from spear.rules import INFERENCE_UNIT, SMOKE_ANSWER
-from tests.support.engine import REPO, Project, engine_env
+from localhosts.engine import REPO, Project, engine_env
 
 STACK = "pair"
 # Ports no other integration test uses: the hosts share this machine's ports.

@@ -29,11 +29,11 @@ import yaml
 
 from localhosts import local_stack
 from spear import throughput, vllm
-from spear.review import summarize
+from review.summary import summarize
 from spear_gateway.tenancy import Tenant
+from localhosts.engine import REPO, Project, engine_env, without_inference_hosts
 from tests.support import gate_records
 from tests.support.config_cases import CANARY_PAIR, NEXT_REVISION, STABLE_PAIR
-from tests.support.engine import REPO, Project, engine_env, without_inference_hosts
 from tests.support.kube import clear
 from tests.support.stack_files import local_inference_hosts
 

@@ -1,6 +1,6 @@
 """What the config tests share: changing one value of a stack's raw config, reading the
-problem a refusal names, running load() the way the program does under mocks, and the prod
-stack with a pod and with REDS endpoints declared."""
+problem a refusal names, running load() the way the program does under mocks, finding refusal
+cases that repeat another, and the prod stack with a pod and with REDS endpoints declared."""
 
 from __future__ import annotations
 
@@ -63,6 +63,21 @@ def allowed_for(mocks: RecordingMocks, raw: dict[str, Any], key: str,
     line = problem_line(error.value, key)
     assert "; allowed: " in line
     return line.split("; allowed: ", 1)[1]
+
+
+def repeated_cases(cases: list[tuple[Any, ...]]) -> list[str]:
+    """The ids of the refusal cases (id, raw, key, allowed) that repeat an earlier case's id, or
+    its config and key: pytest runs a repeated id under a made-up name, and a repeated config
+    and key proves nothing the first did not."""
+    ids: set[str] = set()
+    refusals: list[tuple[dict[str, Any], str]] = []
+    repeated = []
+    for case_id, raw, key, _allowed in cases:
+        if case_id in ids or (raw, key) in refusals:
+            repeated.append(case_id)
+        ids.add(case_id)
+        refusals.append((raw, key))
+    return repeated
 
 
 # prod with the RunPod pod `gpu` serving the cookbook's model.

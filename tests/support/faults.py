@@ -12,7 +12,7 @@ import signal
 import subprocess
 from pathlib import Path
 
-from components.hostops.ssh import wait_until
+from components.hostops.waiting import wait_until
 from localhosts.host import host_status
 
 

@@ -10,8 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from gate import run as gate_run
-from gate import trace
-from spear import rollout_gate
+from spear import rollout_gate, trace
 from spear.rules import SMOKE_ANSWER
 
 REPO = Path(__file__).resolve().parents[2]

@@ -7,9 +7,9 @@ it, which also restores what the node changed on the machine."""
 from __future__ import annotations
 
 import contextlib
-import time
 from collections.abc import Iterator
 
+from components.hostops.waiting import wait_until
 from localhosts.kubecluster import (LOCAL_CLUSTER, ClusterInfo, KubeClient, cluster_status, start_cluster,
                                     stop_cluster)
 from localhosts.serving_image import ensure_image
@@ -33,8 +33,12 @@ def clear(client: KubeClient, namespaces: list[str], volumes: list[str] = (), ti
              *(f"/api/v1/persistentvolumes/{v}" for v in volumes)]
     for path in paths:
         client.request("DELETE", path)
-    deadline = time.monotonic() + timeout
-    while (left := [p for p in paths if client.get(p) is not None]) and time.monotonic() < deadline:
-        time.sleep(1)
-    if left:
+    left = paths
+
+    def gone() -> bool:
+        nonlocal left
+        left = [p for p in left if client.get(p) is not None]
+        return not left
+
+    if not wait_until(gone, timeout):
         raise RuntimeError(f"still there after {timeout} s: {', '.join(left)}")

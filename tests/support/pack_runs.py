@@ -1,4 +1,4 @@
-"""The policy pack on the real engine: a throwaway copy of the project (tests/support/engine.py) holding
+"""The policy pack on the real engine: a throwaway copy of the project (localhosts/engine.py) holding
 one of the repository's stacks, previewed with the pack and the engine's event log.
 
 `pulumi preview --json` leaves policy events out of its JSON; they are in the event log
@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from tests.support.engine import REPO, Project, Update
+from localhosts.engine import REPO, Project, Update
 
 POLICIES = REPO / "policies"
 REPO_STACKS = sorted(p.name[len("Pulumi."):-len(".yaml")] for p in (REPO / "stacks").glob("Pulumi.*.yaml"))

@@ -8,7 +8,6 @@ import contextlib
 import json
 import shutil
 import subprocess
-import time
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
@@ -17,6 +16,7 @@ from typing import Any
 
 import yaml
 
+from components.hostops.waiting import wait_until
 from localhosts.processes import stop
 
 READY_WITHIN = 30.0
@@ -57,16 +57,18 @@ def prometheus(rules: str, scrape_configs: list[dict[str, Any]], port: int,
          f"--storage.tsdb.path={workdir / 'data'}", f"--web.listen-address=127.0.0.1:{port}"],
         stdout=log, stderr=subprocess.STDOUT, cwd=workdir)
     server = Prometheus(port)
+
+    def ready() -> bool:
+        assert process.poll() is None, (workdir / "prometheus.log").read_text()[-3000:]
+        try:
+            with urllib.request.urlopen(f"{server.base_url}/-/ready", timeout=2):
+                return True
+        except OSError:
+            return False
+
     try:
-        deadline = time.monotonic() + READY_WITHIN
-        while True:
-            assert process.poll() is None, (workdir / "prometheus.log").read_text()[-3000:]
-            try:
-                with urllib.request.urlopen(f"{server.base_url}/-/ready", timeout=2):
-                    break
-            except OSError:
-                assert time.monotonic() < deadline, (workdir / "prometheus.log").read_text()[-3000:]
-                time.sleep(0.3)
+        assert wait_until(ready, READY_WITHIN, interval=0.3), \
+            (workdir / "prometheus.log").read_text()[-3000:]
         yield server
     finally:
         stop(process, timeout=20)

@@ -6,13 +6,13 @@ from __future__ import annotations
 import contextlib
 import json
 import subprocess
-import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from components.hostops.waiting import wait_until
 from localhosts.llama_build import local_stack_llama_server
 from localhosts.processes import stop
 
@@ -41,17 +41,17 @@ def llama_server(model: Path, port: int, log_dir: Path, *flags: str) -> Iterator
             stdout=log, stderr=subprocess.STDOUT,
         )
     base = f"http://127.0.0.1:{port}"
+
+    def healthy() -> bool:
+        if proc.poll() is not None:
+            pytest.fail(f"llama-server exited with {proc.returncode}:\n{log_path.read_text()}")
+        with contextlib.suppress(OSError):  # still loading: 503, or the port is not open yet
+            return request(f"{base}/health", timeout=2).get("status") == "ok"
+        return False
+
     try:
-        deadline = time.monotonic() + HEALTHY_WITHIN
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"llama-server exited with {proc.returncode}:\n{log_path.read_text()}")
-            with contextlib.suppress(OSError):  # still loading: 503, or the port is not open yet
-                if request(f"{base}/health", timeout=2).get("status") == "ok":
-                    break
-            if time.monotonic() > deadline:
-                pytest.fail(f"llama-server not healthy after {HEALTHY_WITHIN:.0f} s:\n{log_path.read_text()}")
-            time.sleep(0.5)
+        if not wait_until(healthy, HEALTHY_WITHIN, interval=0.5):
+            pytest.fail(f"llama-server not healthy after {HEALTHY_WITHIN:.0f} s:\n{log_path.read_text()}")
         yield base
     finally:
         stop(proc, timeout=15)

@@ -35,12 +35,7 @@ def cluster_raw() -> dict[str, Any]:
 
 
 def run(raw: dict[str, Any]) -> host.Program:
-    secrets = host.SECRETS
-    host.SECRETS = [*secrets, "spear-fleet:gatewayDatabaseUrl"]
-    try:
-        return host.run_program(raw)
-    finally:
-        host.SECRETS = secrets
+    return host.run_program(raw, [*host.SECRETS, "spear-fleet:gatewayDatabaseUrl"])
 
 
 @pytest.fixture(scope="module")

@@ -1,13 +1,11 @@
 """The pure parts of the host resources: what decides a rebuild, a model re-fetch or a restart,
-the placement and command-line checks, the smoke test's verdict, the HTTP reading of the SSH
-channel, and the build's lock, with a shell on this machine standing in for the host."""
+the placement and command-line checks, the smoke test's verdict, and the build's lock, with a
+shell on this machine standing in for the host."""
 
 from __future__ import annotations
 
 import hashlib
-import http.client
 import shutil
-import socket
 import subprocess
 import tarfile
 from concurrent.futures import ThreadPoolExecutor
@@ -22,7 +20,7 @@ from components.inference_host.llama_server_build import (BUILD_SCRIPT, LlamaSer
 from components.inference_host.model_files import ModelFilesProvider, manifest_digest
 from components.hostops.remote_file import RemoteFileProvider
 from spear.smoke import SmokeResult, judge
-from components.hostops.ssh import RemoteError, Result, _ChannelConnection
+from components.hostops.ssh import RemoteError, Result
 from components.hostops.systemd_unit import (SystemdUnitProvider, command_line_mismatch,
                                              observed_command_line, placement_ok)
 
@@ -185,6 +183,53 @@ def test_refresh_records_the_command_line_the_main_process_runs(monkeypatch):
         assert SystemdUnitProvider().read("id", props).outs["command_line"] == recorded
 
 
+class HealthHost:
+    """A host whose unit is in `state` with main PID 42, whose port `listening` serves, and
+    whose health endpoint gives `answers` in turn (the last one from then on)."""
+
+    def __init__(self, answers: list, listening: str = "42",
+                 state: str = "ActiveState=active NRestarts=0 MainPID=42") -> None:
+        self.answers, self.listening, self.state, self.asked = answers, listening, state, 0
+
+    def run(self, command: str, check: bool = True, timeout: float | None = None) -> Result:
+        if command.startswith("systemctl show"):
+            return Result(0, self.state.replace(" ", "\n"), "")
+        if command.startswith("ss "):
+            return Result(0, f'LISTEN 0 4096 127.0.0.1:8080 users:(("x",pid={self.listening},fd=3))', "")
+        return Result(0, "bind: Address already in use\n", "")  # the journal
+
+    def http(self, port: int, method: str, path: str, **_: object) -> tuple[int, bytes]:
+        answer = self.answers[min(self.asked, len(self.answers) - 1)]
+        self.asked += 1
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+
+HEALTH = {"address": "127.0.0.1", "port": 8080, "path": "/health", "timeout_seconds": 5}
+
+
+def test_the_health_wait_ends_at_the_first_200_from_the_units_own_process():
+    host = HealthHost([ConnectionError("nothing answers"), (200, b"ok")])
+    SystemdUnitProvider._wait_healthy(host, "u", HEALTH)
+    assert host.asked == 2
+
+
+def test_a_port_another_process_serves_is_not_healthy_and_the_timeout_says_so():
+    host = HealthHost([(200, b"ok")], listening="77")
+    with pytest.raises(RemoteError, match=r"u not healthy after 0.5 s \(127.0.0.1:8080/health: port"
+                                          r" 8080 is served by another process, not u \(main PID"
+                                          r" 42; listening: \['77'\]\)\)"):
+        SystemdUnitProvider._wait_healthy(host, "u", {**HEALTH, "timeout_seconds": 0.5})
+
+
+def test_a_unit_that_restarts_fails_the_health_wait_at_once_with_its_journal():
+    host = HealthHost([(503, b"loading")], state="ActiveState=activating NRestarts=1 MainPID=0")
+    with pytest.raises(RemoteError, match="u did not stay up .*its journal:\nbind: Address already"):
+        SystemdUnitProvider._wait_healthy(host, "u", HEALTH)
+    assert host.asked == 0
+
+
 class ShellHost:
     """This machine standing in for a host: commands run in a local shell, files are copied."""
 
@@ -297,31 +342,6 @@ def test_the_smoke_test_passes_only_on_its_three_parts():
     tool_use = judge(completion("tool_calls", "", ["get_time"]))
     assert tool_use == SmokeResult("tool_use", "", ("get_time",))
     assert judge({"choices": []}).stop_reason == "error"
-
-
-def _over_a_channel(answer: bytes) -> tuple[int, dict[str, str], bytes]:
-    """One request through the HTTP client the SSH channel gets, to a peer that sends `answer`."""
-    ours, theirs = socket.socketpair()
-    theirs.sendall(answer)
-    theirs.shutdown(socket.SHUT_WR)
-    conn = _ChannelConnection(ours, "127.0.0.1:1", timeout=5)
-    conn.request("GET", "/health")
-    response = conn.getresponse()
-    try:
-        return response.status, dict(response.getheaders()), response.read()
-    finally:
-        ours.close()
-        theirs.close()
-
-
-def test_http_answers_through_a_channel_are_read_plain_and_chunked():
-    status, headers, body = _over_a_channel(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nX-Pod: a\r\n\r\nok")
-    assert (status, headers["X-Pod"], body) == (200, "a", b"ok")
-    chunked = (b"HTTP/1.1 503 Service Unavailable\r\nTransfer-Encoding: chunked\r\n\r\n"
-               b"4\r\nload\r\n3\r\ning\r\n0\r\n\r\n")
-    assert _over_a_channel(chunked)[::2] == (503, b"loading")
-    with pytest.raises(http.client.HTTPException):
-        _over_a_channel(b"SSH-2.0-OpenSSH\r\n")
 
 
 def test_an_output_named_like_a_way_in_is_not_taken_for_one():

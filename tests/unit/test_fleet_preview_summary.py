@@ -11,7 +11,8 @@ from components.vllm_fleet import manifests
 from config.schema import parse
 from spear import tokens
 from spear.fleet import CANARY, STABLE
-from spear.review import ROLLING_UPDATE, SCALE, summarize
+from review.kinds import ROLLING_UPDATE, SCALE
+from review.summary import summarize
 from tests.support.config_cases import CANARY_PAIR, fleet_raw
 
 KUBECONFIG = "apiVersion: v1\nclusters: [{cluster: {server: https://k8s.internal}}]\n"

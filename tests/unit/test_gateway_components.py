@@ -70,11 +70,11 @@ class Program:
     secret: dict[str, bool] = field(default_factory=dict)  # which outputs are secret
 
 
-def run_program(raw: dict[str, Any]) -> Program:
+def run_program(raw: dict[str, Any], secret_keys: list[str] = SECRETS) -> Program:
     mocks = KeyMocks()
     monitor = SecretRecordingMonitor(mocks)
     pulumi.runtime.set_mocks(mocks, project="spear-fleet", stack="local", monitor=monitor)
-    pulumi.runtime.set_all_config(engine_config(raw), SECRETS)
+    pulumi.runtime.set_all_config(engine_config(raw), secret_keys)
     secret: dict[str, bool] = {}
 
     @pulumi.runtime.test

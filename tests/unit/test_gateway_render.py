@@ -127,8 +127,8 @@ def test_the_unit_runs_the_pinned_venv_on_config_yaml_after_its_tunnels_and_data
 
 
 def test_the_offline_engine_and_an_external_database_change_the_unit():
-    gateway = dataclasses.replace(GATEWAY, database=GatewayDatabase(EXTERNAL_DATABASE, 5432,
-                                                                    OFFLINE_ENGINE))
+    gateway = dataclasses.replace(GATEWAY, database=GatewayDatabase(
+        location=EXTERNAL_DATABASE, port=5432, query_engine=OFFLINE_ENGINE))
     unit = render_unit(gateway, [])
     assert "postgresql@" not in unit
     assert ("Environment=PRISMA_QUERY_ENGINE_BINARY=/opt/spear-gateway/engine/query-engine"
@@ -147,8 +147,8 @@ def test_the_tunnel_unit_forwards_the_client_port_to_the_endpoints_server():
 
 
 def test_the_hatchs_outputs_name_the_provider_limit_at_the_cap():
-    out = hatch_outputs(Hatch("claude-sonnet-4-5", "https://api.anthropic.com", 200.0, 150.0,
-                              Pricing(3e-6, 15e-6)))
+    out = hatch_outputs(Hatch(model="claude-sonnet-4-5", api_base="https://api.anthropic.com",
+                              monthly_cap_usd=200.0, alert_usd=150.0, pricing=Pricing(3e-6, 15e-6)))
     assert (out["monthly_cap_usd"], out["alert_usd"]) == (200.0, 150.0)
     assert out["provider_limit"] == ("set the monthly spend limit of frontierApiKey's account at"
                                      " https://api.anthropic.com to 200 USD (it cannot be set"

@@ -1,15 +1,23 @@
 """The API server as the checks reach it (components/hostops/kube_api.py), and how the gateway's
-rollout wait reads its pods (components/gateway/cluster.py): what each refuses or reports,
-without a cluster."""
+rollout wait reads its pods and ends (components/gateway/cluster.py): what each refuses or
+reports, without a cluster; and the local cluster's client (localhosts/kubecluster.py), which
+speaks through the same one, against a stand-in API server that demands its certificates."""
 
 from __future__ import annotations
+
+import http.server
+import json
+import ssl
+import threading
 
 import pytest
 import yaml
 
-from components.gateway.cluster import _pod_problem
+from components.gateway.cluster import GatewayRolloutProvider, RolloutFailed, _pod_problem
 from components.hostops.kube_api import KubeApi, ServiceProxy, vantage, vantage_name
 from components.hostops.ssh import RemoteError
+from localhosts import kubepki
+from localhosts.kubecluster import KubeClient
 
 
 def kubeconfig(user: dict, cluster: dict | None = None) -> str:
@@ -125,3 +133,83 @@ def test_a_container_that_cannot_start_is_reported_at_once_with_the_runtimes_rea
     assert _pod_problem(api, "gateway-it", pod) == (
         'gateway pod spear-gateway-7d9-klmno: litellm RunContainerError: exec:'
         ' "/opt/litellm/venv/bin/litellm": no such file or directory')
+
+
+class Rollout:
+    """Stands in for KubeApi: the Deployment's status is `statuses` in turn (the last one from
+    then on); no ReplicaSet or pod of the rollout shows yet."""
+
+    def __init__(self, statuses: list[dict]) -> None:
+        self.statuses, self.asked = statuses, 0
+
+    def request(self, method, path, body=b"", headers=None, timeout=30.0):
+        if "/deployments/" not in path:
+            return 200, {}, b'{"items": []}'
+        status = self.statuses[min(self.asked, len(self.statuses) - 1)]
+        self.asked += 1
+        return 200, {}, json.dumps({"metadata": {}, "status": status}).encode()
+
+
+ROLLOUT = {"cluster": {"namespace": "gw"}, "deployment": "spear-gateway", "replicas": 1,
+           "generation": 2, "timeout_seconds": 5}
+
+
+@pytest.fixture
+def rollout(monkeypatch):
+    monkeypatch.setattr("components.gateway.cluster.ROLLOUT_POLL_SECONDS", 0.01)
+
+    def start(statuses: list[dict]) -> Rollout:
+        api = Rollout(statuses)
+        monkeypatch.setattr("components.gateway.cluster.KubeApi", lambda _cluster: api)
+        return api
+    return start
+
+
+def test_the_rollout_wait_ends_once_the_new_generation_is_ready_everywhere(rollout):
+    ready = {k: 1 for k in ("replicas", "updatedReplicas", "readyReplicas", "availableReplicas")}
+    api = rollout([{"observedGeneration": 1, **ready}, {"observedGeneration": 2, **ready}])
+    assert GatewayRolloutProvider().apply(ROLLOUT, None)["ready_replicas"] == 1
+    assert api.asked == 2
+
+
+def test_a_rollout_that_does_not_finish_in_time_fails_with_the_deployments_last_status(rollout):
+    rollout([{"observedGeneration": 1}, {"observedGeneration": 2, "readyReplicas": 0}])
+    with pytest.raises(RolloutFailed, match=r"gw/spear-gateway: not rolled out in 0.2 s:"
+                                            r' \{"observedGeneration": 2, "readyReplicas": 0\}$'):
+        GatewayRolloutProvider().apply({**ROLLOUT, "timeout_seconds": 0.2}, None)
+
+
+class ApiServer(http.server.BaseHTTPRequestHandler):
+    """Answers as an API server does, to a client that shows a certificate of the cluster's CA."""
+
+    def do_GET(self) -> None:
+        who = dict(field[0] for field in self.connection.getpeercert()["subject"])["commonName"]
+        status, body = {"/version": (200, json.dumps({"gitVersion": "v1.31.0", "caller": who})),
+                        "/readyz": (200, "ok")}.get(self.path, (404, '{"kind": "Status"}'))
+        self.send_response(status)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body.encode())
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_the_local_clusters_client_reaches_its_api_server_as_admin_with_the_kubeconfig(tmp_path):
+    pki = kubepki.ensure_pki(tmp_path / "pki", "it", "10.96.0.1", "node", "127.0.0.2")
+    tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH, cafile=pki / "ca.crt")
+    tls.load_cert_chain(pki / "apiserver.crt", pki / "apiserver.key")
+    tls.verify_mode = ssl.CERT_REQUIRED
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), ApiServer)
+    server.socket = tls.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(kubepki.kubeconfig(pki, f"https://127.0.0.1:{server.server_port}", "it"))
+    client = KubeClient(kubeconfig)
+    try:
+        assert client.request("GET", "/version") == (200, {"gitVersion": "v1.31.0", "caller": "admin"})
+        assert client.get("/api/v1/nodes/gone") is None and client.ready()
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert not client.ready()

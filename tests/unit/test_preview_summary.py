@@ -8,9 +8,10 @@ import json
 from typing import Any
 
 from components.inference_host.llama_server_build import LlamaServerBuildProvider, build_key
-from spear import review as preview_summary
+from review.kinds import UNKNOWN
+from review.summary import summarize
+from scripts.preview_summary import main as preview_summary_main
 from spear import tokens
-from spear.review import summarize
 
 # The inference host's parts by the suffix of their resource name, as the component names them.
 PART_TYPES = {"-server-conf": tokens.SERVER_CONF, "-unit": tokens.SYSTEMD_UNIT,
@@ -156,7 +157,7 @@ def test_a_changed_connection_is_never_shown():
 
 def test_a_new_host_key_alone_is_a_new_way_in_that_sends_nothing_and_restarts_nothing():
     old_reach = "root@reds.internal:22 host key ssh-ed25519 SHA256:old"
-    new_reach = preview_summary.UNKNOWN
+    new_reach = UNKNOWN
     text = summary_of(step("update", "reds-server-conf", {**conf(), "reach": old_reach},
                            {**conf(), "reach": new_reach}),
                       step("update", "inference-unit", {**unit(), "reach": old_reach},
@@ -190,10 +191,10 @@ def test_the_command_reads_a_file_or_stdin(tmp_path, capsys, monkeypatch):
     events = tmp_path / "events.jsonl"
     events.write_text(json.dumps({"policyAnalyzeStackSummaryEvent": {
         "policyPackName": "spear-fleet", "policyPackVersion": "0.1.0", "passed": ["ports-distinct"]}}) + "\n")
-    assert preview_summary.main([str(preview), "--policy-events", str(events)]) == 0
+    assert preview_summary_main([str(preview), "--policy-events", str(events)]) == 0
     assert "no changes" in capsys.readouterr().out
     monkeypatch.setattr("sys.stdin", preview.open())
-    assert preview_summary.main([]) == 0
+    assert preview_summary_main([]) == 0
     assert "Not run (no event log given)." in capsys.readouterr().out
 
 
@@ -242,7 +243,7 @@ def test_a_new_model_revision_restarts_vllm_and_keeps_the_pod():
 
 def test_a_new_gpu_type_recreates_the_pod_and_a_new_image_resets_it():
     text = summary_of(diffed(RunPodPodProvider(), "gpu-pod", pod(), pod(gpu_type_ids=["NVIDIA H200"])),
-                      diffed(PodVllmProvider(), "gpu-vllm", vllm_on_pod(), vllm_on_pod(pod_id=preview_summary.UNKNOWN)))
+                      diffed(PodVllmProvider(), "gpu-vllm", vllm_on_pod(), vllm_on_pod(pod_id=UNKNOWN)))
     assert text.startswith("### `prod`: recreate pod\n")
     assert ("- **RunPod pod** (`gpu-pod`): **recreate pod**: a new pod is made through the RunPod"
             " API") in text
@@ -282,7 +283,7 @@ def test_an_endpoint_refresh_found_silent_is_a_re_check_saying_what_refresh_foun
     checked = step("update", "box-check", REDS_INPUTS, REDS_INPUTS)
     checked["oldState"]["outputs"] = refreshed
     smoke = step("update", "box-smoke-test", {"triggers": {"checked_at": 1}},
-                 {"triggers": {"checked_at": preview_summary.UNKNOWN}})
+                 {"triggers": {"checked_at": UNKNOWN}})
     # (Not summary_of: the problem rightly says "connection refused".)
     text = summarize({"steps": [checked, smoke]}, None)
     assert "PRIVATE KEY" not in text

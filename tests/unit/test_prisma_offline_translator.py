@@ -10,7 +10,7 @@ import shutil
 import subprocess
 
 from localhosts.litellm_venv import offline_bundle_dir
-from tests.support.litellm_proxy import GATEWAY_DIR
+from localhosts.litellm_proxy import GATEWAY_DIR
 
 ENGINE_DIR = GATEWAY_DIR / "prisma-offline"
 

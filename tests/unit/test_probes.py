@@ -1,4 +1,4 @@
-"""The endpoint probes (components/endpoints/probes.py): the cookbook's requests and their judges,
+"""The endpoint probes (spear/probes.py): the cookbook's requests and their judges,
 and EndpointVerificationProvider's handling of them against a fake SSH session (the real server
 and SSH channel are in tests/integration/test_endpoint_verification.py)."""
 

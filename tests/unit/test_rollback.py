@@ -1,11 +1,11 @@
-"""spear/rollback.py: the config edits that make the previous pair stable again (the real
+"""gate/rollback.py: the config edits that make the previous pair stable again (the real
 `pulumi up` of a rollback runs in tests/integration/test_vllm_fleet_on_kubernetes.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from spear.rollback import RollbackError, plan
+from gate.rollback import RollbackError, plan
 from tests.support.config_cases import CANARY_PAIR, STABLE_PAIR
 
 KEY = "spear-fleet:vllmFleet"

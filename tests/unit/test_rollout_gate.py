@@ -15,8 +15,7 @@ from config.checker import ConfigError
 from config.load import StackConfigError
 from config.schema import parse
 from gate import run as gate_run
-from gate import trace
-from spear import rollout_gate
+from spear import rollout_gate, trace
 from tests.support import gate_records as records
 from tests.support.config_cases import (CANARY_PAIR, STABLE_PAIR, fleet_raw, gateway_raw, problem_line,
                                         promoted_raw, run_program)

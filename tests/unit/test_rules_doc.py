@@ -1,5 +1,6 @@
 """docs/RULES.md stays true: every place it names exists (a file, or a file and a name defined in
-it), and every policy of the pack is named by a rule."""
+it), every policy of the pack is named by a rule, and where a rule has a predicate in spear/, every
+config section and policy its row names calls that predicate."""
 
 from __future__ import annotations
 
@@ -16,6 +17,9 @@ from tests.support.stack_files import REPO
 RULES_DOC = REPO / "docs" / "RULES.md"
 # `path` or `path::name` inside backticks, where path is a file of this repository.
 _REFERENCE = re.compile(r"`([\w./-]+\.(?:py|sh|service|yaml|md))(?:::(\w+))?`")
+# A table cell's border (a cell may hold an escaped \|).
+_CELL = re.compile(r"(?<!\\)\|")
+CONFIG_SECTIONS = "config/schema/"
 
 
 def _defined_names(path: Path) -> set[str]:
@@ -33,6 +37,63 @@ def _defined_names(path: Path) -> set[str]:
 
 def references() -> list[tuple[str, str | None]]:
     return _REFERENCE.findall(RULES_DOC.read_text())
+
+
+def policy_files() -> set[str]:
+    rules = [*INFERENCE_RULES, *ENDPOINT_RULES, *GATEWAY_RULES, *KUBERNETES_RULES]
+    return {f"policies/{m.__name__.split('.', 1)[1].replace('.', '/')}.py" for m in rules}
+
+
+def rows() -> list[dict[str, str]]:
+    """Every rule's row, by column name."""
+    found: list[dict[str, str]] = []
+    header: list[str] | None = None
+    for line in RULES_DOC.read_text().splitlines():
+        if not line.startswith("|"):
+            header = None
+            continue
+        cells = [cell.strip() for cell in _CELL.split(line)[1:-1]]
+        if header is None:
+            header = cells
+        elif set("".join(cells)) != {"-"}:
+            found.append(dict(zip(header, cells)))
+    return found
+
+
+def predicates(row: dict[str, str]) -> list[tuple[str, str]]:
+    """(spear module, function) of each predicate the row names."""
+    return [(path.removesuffix(".py").replace("/", "."), name)
+            for path, name in _REFERENCE.findall(row["Predicate"]) if path.startswith("spear/")]
+
+
+def checkers(row: dict[str, str]) -> tuple[set[str], set[str]]:
+    """The config sections and the policies a row names, anywhere in it."""
+    named = {path for path, _ in _REFERENCE.findall(" ".join(row.values()))}
+    return {p for p in named if p.startswith(CONFIG_SECTIONS)}, named & policy_files()
+
+
+def calls(source: str, module: str, name: str) -> bool:
+    """Whether the code imports `name` from `module` (or the module itself) and calls it."""
+    package, _, leaf = module.rpartition(".")
+    tree = ast.parse(source)
+    functions, modules = set(), set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.level == 0:
+            for alias in node.names:
+                if (node.module, alias.name) == (module, name):
+                    functions.add(alias.asname or name)
+                elif (node.module, alias.name) == (package, leaf):
+                    modules.add(alias.asname or leaf)
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        if isinstance(func, ast.Name) and func.id in functions:
+            return True
+        if isinstance(func, ast.Attribute) and func.attr == name \
+                and isinstance(func.value, ast.Name) and func.value.id in modules:
+            return True
+    return False
 
 
 def test_the_rules_doc_names_places():
@@ -54,6 +115,36 @@ def test_every_place_the_rules_doc_names_exists():
 
 def test_every_policy_of_the_pack_is_named_by_a_rule():
     named = {path for path, _ in references() if path.startswith("policies/")}
-    rules = [*INFERENCE_RULES, *ENDPOINT_RULES, *GATEWAY_RULES, *KUBERNETES_RULES]
-    modules = {f"policies/{m.__name__.split('.', 1)[1].replace('.', '/')}.py" for m in rules}
-    assert modules - named == set()
+    assert policy_files() - named == set()
+
+
+def test_every_config_section_and_policy_a_predicates_row_names_imports_and_calls_it():
+    not_calling, one_sided, checked = [], [], 0
+    for row in rows():
+        sections, policies = checkers(row)
+        if predicates(row) and not (sections and policies):
+            one_sided.append(row["Rule"][:60])
+        for module, name in predicates(row):
+            for place in sorted(sections | policies):
+                checked += 1
+                if not calls((REPO / place).read_text(), module, name):
+                    not_calling.append(f"{place} does not call {module}.{name}")
+    assert checked > 20
+    assert one_sided == []
+    assert not_calling == []
+
+
+def test_a_rule_both_the_config_and_a_policy_check_has_its_predicate_or_says_why_not():
+    unexplained = [row["Rule"][:60] for row in rows()
+                   if all(checkers(row)) and not predicates(row)
+                   and not row["Predicate"].startswith("— (")]
+    assert unexplained == []
+
+
+def test_calls_sees_a_predicate_imported_by_name_or_through_its_module_and_nothing_less():
+    module, name = "spear.rules", "is_commit"
+    assert calls("from spear.rules import is_commit as pinned\npinned(x)", module, name)
+    assert calls("from spear import rules\nrules.is_commit(x)", module, name)
+    assert not calls("from spear.rules import is_commit\n", module, name)
+    assert not calls("from spear.vllm import is_commit\nis_commit(x)", module, name)
+    assert not calls("from spear.rules import COMMIT\nCOMMIT.fullmatch(x)", module, name)

@@ -13,11 +13,12 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from components.endpoints import runpod_pod
+from components.endpoints import pod_vllm, runpod_pod
 from components.endpoints.pod_vllm import PodVllmProvider
 from components.endpoints.runpod_endpoint import public_key_line
 from components.endpoints.runpod_pod import (CREATE_ONLY, UPDATABLE, RunPodError,
                                              RunPodPodProvider)
+from components.hostops.ssh import RemoteError, Result
 from spear import tokens
 from tests.support.policy_harness import COOKBOOK_VLLM_COMMAND_LINE
 from tests.support.runpod_api_standin import Contract, PortsOnly, RunPodApiStandIn
@@ -99,6 +100,39 @@ def test_a_new_vllm_flag_restarts_vllm_and_a_new_pod_starts_it_anew():
     assert provider.diff("v", {**olds, "running": False}, olds).changes is True
     assert provider.diff("v", olds, {**olds, "pod_id": "b"}).replaces == ["pod_id"]
     assert provider.diff("v", olds, dict(olds)).changes is False
+
+
+class LoadingPod:
+    """A pod whose vLLM never gets healthy; its tmux session lives while `alive`."""
+
+    def __init__(self, alive: bool) -> None:
+        self.alive, self.health_checks = alive, 0
+
+    def run(self, command: str, check: bool = True) -> Result:
+        if command.startswith("tmux has-session"):
+            return Result(0 if self.alive else 1, "", "")
+        return Result(0, "torch.OutOfMemoryError: CUDA out of memory\n", "")  # the log's tail
+
+    def http(self, port: int, method: str, path: str, *args: Any, **kwargs: Any) -> tuple[int, bytes]:
+        self.health_checks += 1
+        return 503, b""
+
+
+READY_PROPS = {"port": 8000, "ready_timeout_seconds": 0.1}
+
+
+def test_a_vllm_that_exits_while_loading_fails_at_once_with_the_end_of_its_log():
+    pod = LoadingPod(alive=False)
+    with pytest.raises(RemoteError, match="vLLM exited \\(tmux session spear-vllm\\); /v.log"
+                                          " ends:\ntorch.OutOfMemoryError"):
+        pod_vllm._wait_ready(pod, READY_PROPS, "/v.log")
+    assert pod.health_checks == 1
+
+
+def test_a_vllm_that_stays_unhealthy_fails_once_its_time_is_up():
+    with pytest.raises(RemoteError, match="vLLM is not healthy after 0.1 s \\(tmux session"
+                                          " spear-vllm\\); /v.log ends:\ntorch.OutOfMemoryError"):
+        pod_vllm._wait_ready(LoadingPod(alive=True), READY_PROPS, "/v.log")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -211,6 +245,26 @@ def test_read_sees_an_image_changed_by_hand_and_a_deleted_pod(api):
     assert created.id not in api.pods
     assert provider.read(created.id, drifted).id is None
     provider.delete(created.id, drifted)  # already gone is what a delete wants
+
+
+class NoEndpointYet:
+    """An API whose pod runs, restarting, and never gets a public IP."""
+
+    def __init__(self) -> None:
+        self.asked = 0
+
+    def call(self, method: str, path: str, body: Any = None) -> dict[str, Any]:
+        self.asked += 1
+        return {"id": "p1", "desiredStatus": "RUNNING", "publicIp": "", "portMappings": {},
+                "lastStartedAt": f"start {self.asked}"}
+
+
+def test_a_pod_that_never_gets_an_ssh_endpoint_fails_with_what_the_api_said_last(monkeypatch):
+    monkeypatch.setattr(runpod_pod, "POLL_SECONDS", 0.05)
+    api = NoEndpointYet()
+    with pytest.raises(RunPodError, match="pod p1 has no SSH endpoint after 0.2 s") as error:
+        runpod_pod._wait_ready(api, "p1", {"ready_timeout_seconds": 0.2}, started_before=None)
+    assert api.asked > 1 and str(error.value).endswith(f"lastStartedAt start {api.asked})")
 
 
 def test_a_wrong_key_fails_with_the_status_and_never_shows_the_key(api):

@@ -1,5 +1,5 @@
 """spear-fleet's code inside the gateway: LiteLLM proxy callbacks for the 429/5xx-only hatch, for
-budgets that hold (seed 001 step 5; issues 8 and 9), and for what the gateway stamps on every
+budgets that hold (seed 001 step 5), and for what the gateway stamps on every
 `coder` request: cache_salt, priority and the ring of deployments it may reach (seed 001, "How to
 run it in production"). How it works: litellm_hooks.py; the rules: tenancy.py.
 
@@ -45,7 +45,7 @@ config.yaml:
       request_timeout: <s>                     # a fleet that does not answer within it escalates
     environment_variables:                     # or Environment= in the unit; read once at
                                                # start-up, a bad value stops it (settings.py)
-      SPEAR_HATCH_MONTHLY_CAP_USD: "<stack hatchMonthlyCapUsd>"   # required, USD >= 0
+      SPEAR_HATCH_MONTHLY_CAP_USD: "<gateway.hatch.monthlyCapUsd>"  # required, USD >= 0
       SPEAR_FLEET_MODEL: "coder"               # default coder
       SPEAR_HATCH_MODEL: "frontier"            # default frontier
       SPEAR_DEFAULT_MAX_TOKENS: "4096"         # set on a request that sets no output limit

@@ -14,8 +14,8 @@ boundary is exact (3.10 + 6.00 <= 10 must not fail on a float's last bit); holds
 settlements to nearest, so an actual cost equal to the worst case settles at the hold.
 
 `BudgetRules` is the whole decision logic as pure functions of a snapshot; `Ledger` keeps the
-state in memory (the unit-tested reference, and what the contract tests drive); `pg_store`
-keeps the same state in PostgreSQL and calls the same rules inside a transaction.
+state in memory (a gateway without a database); `pg_store` keeps the same state in PostgreSQL
+and calls the same rules inside a transaction. The contract tests drive both.
 """
 
 from __future__ import annotations
@@ -46,8 +46,8 @@ class DeveloperUsage:
 
 
 class ContractViolation(ValueError):
-    """A call the contract forbids (double settle, settle above the hold, bad money, reset with
-    requests in flight). Nothing was changed."""
+    """A call the contract forbids (double settle, settle above the hold, bad money, escalating
+    a request not in flight). Nothing was changed."""
 
 
 class HoldExpired(ContractViolation):
@@ -142,7 +142,7 @@ class BudgetRules:
 
 @dataclass
 class Ledger:
-    """The budgets in memory: one process, the reference the contract tests drive."""
+    """The budgets in memory, for one process (a gateway without a database)."""
 
     hatch_cap_usd: float
     used: dict[str, int] = field(default_factory=dict)
@@ -230,15 +230,11 @@ class Ledger:
             self._charge(request_id, hold, hold.held, hold.hatch_held or 0)
             self.expired.add(request_id)
 
-    def new_month(self) -> None:
-        """Start a new budget window; refused while requests are in flight (their holds belong to
-        the window they were admitted in)."""
-        if self.held:
-            raise ContractViolation(f"reset with requests in flight ({len(self.held)} held)")
-        self.used, self.hatch_spent = {}, 0
-
     def used_usd(self, key: str) -> float:
         return usd(self.used.get(key, 0))
+
+    def held_usd(self, key: str) -> float:
+        return usd(sum(h.held for h in self.held.values() if h.key == key))
 
     @property
     def hatch_spent_usd(self) -> float:

@@ -1,20 +1,22 @@
 """Budget windows: a key's window follows LiteLLM's budget_reset_at, the hatch's follows the
-calendar month; neither starts anew while a request admitted in the old one is in flight."""
+calendar month; neither starts anew while a request admitted in the old one is in flight. On
+both ledgers (`open_store`, conftest.py), but a hold's expiry on the in-memory one only: its clock
+is the test's, PostgreSQL's is its own (tests/integration/test_gateway_budget_store.py)."""
 
 import pytest
 
 from spear_gateway.budget import Ledger
 
 
-def test_a_key_seen_for_the_first_time_starts_from_the_spend_litellm_reports():
-    ledger = Ledger(hatch_cap_usd=1.0)
+def test_a_key_seen_for_the_first_time_starts_from_the_spend_litellm_reports(open_store):
+    ledger = open_store(hatch_cap_usd=1.0)
     assert ledger.admit("ana", "a", 6.0, 10.0, window="w1", spend_usd=5.0) == "reject-quota"
     assert ledger.admit("ana", "a", 5.0, 10.0, window="w1", spend_usd=5.0) == "fleet"
     assert ledger.used_usd("ana") == 5.0
 
 
-def test_a_new_window_starts_the_key_again_once_nothing_is_in_flight():
-    ledger = Ledger(hatch_cap_usd=1.0)
+def test_a_new_window_starts_the_key_again_once_nothing_is_in_flight(open_store):
+    ledger = open_store(hatch_cap_usd=1.0)
     ledger.admit("ana", "a", 10.0, 10.0, window="w1")
     ledger.settle("a", 10.0)
     assert ledger.admit("ana", "b", 1.0, 10.0, window="w1", spend_usd=10.0) == "reject-quota"
@@ -22,8 +24,8 @@ def test_a_new_window_starts_the_key_again_once_nothing_is_in_flight():
     assert ledger.used_usd("ana") == 0.0
 
 
-def test_a_new_window_waits_for_the_requests_admitted_in_the_old_one():
-    ledger = Ledger(hatch_cap_usd=1.0)
+def test_a_new_window_waits_for_the_requests_admitted_in_the_old_one(open_store):
+    ledger = open_store(hatch_cap_usd=1.0)
     ledger.admit("ana", "a", 4.0, 10.0, window="w1")
     ledger.settle("a", 4.0)
     ledger.admit("ana", "b", 4.0, 10.0, window="w1")
@@ -34,16 +36,16 @@ def test_a_new_window_waits_for_the_requests_admitted_in_the_old_one():
     assert ledger.used_usd("ana") == 0.0
 
 
-def test_a_key_without_a_budget_is_never_refused_for_quota_but_its_escalations_count():
-    ledger = Ledger(hatch_cap_usd=5.0)
+def test_a_key_without_a_budget_is_never_refused_for_quota_but_its_escalations_count(open_store):
+    ledger = open_store(hatch_cap_usd=5.0)
     assert ledger.admit("master", "a", 1e6, None) == "fleet"
     assert ledger.escalate("a", 503, estimate_usd=5.0) == "hatch"
     ledger.admit("master", "b", 1e6, None)
     assert ledger.escalate("b", 503, estimate_usd=0.01) == "reject-hatch-budget"
 
 
-def test_the_hatch_cap_starts_again_in_a_new_month_once_no_escalation_is_in_flight():
-    ledger = Ledger(hatch_cap_usd=5.0)
+def test_the_hatch_cap_starts_again_in_a_new_month_once_no_escalation_is_in_flight(open_store):
+    ledger = open_store(hatch_cap_usd=5.0)
     ledger.admit("ana", "a", 1.0, None)
     ledger.escalate("a", 503, estimate_usd=5.0, month="2026-11")
     ledger.admit("ana", "b", 1.0, None)

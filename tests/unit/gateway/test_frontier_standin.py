@@ -7,8 +7,8 @@ import urllib.request
 
 import pytest
 
-from tests.support.processes import free_port
-from tests.support.frontier_standin import FrontierStandin
+from localhosts.processes import free_port
+from localhosts.frontier_standin import FrontierStandin
 
 PORT = free_port()  # not a fixed one: the integration tests' servers run beside
 KEY = "sk-ant-standin"

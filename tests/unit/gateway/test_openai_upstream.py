@@ -9,8 +9,8 @@ import urllib.request
 
 import pytest
 
-from tests.support.openai_upstream import OpenAIUpstream
-from tests.support.processes import free_port
+from localhosts.openai_upstream import OpenAIUpstream
+from localhosts.processes import free_port
 
 PORT = free_port()  # not a fixed one: the integration tests' servers run beside
 

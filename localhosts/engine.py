@@ -1,6 +1,7 @@
-"""Drives the real Pulumi engine (the CLI) on a throwaway copy of the project.
+"""Drives the real Pulumi engine (the CLI) on a throwaway copy of the project, for the tests
+and the benchmarks (localhosts/bench_preview.py).
 
-Each test project gets its own file backend and stacks folder, so tests never touch the
+Each project gets its own file backend and stacks folder, so a run never touches the
 repository's stacks or the developer's state. Results are read from the engine's JSON
 (`--json` for preview and stack output, the event log for updates), not from log text.
 """
@@ -20,10 +21,11 @@ from config.schema.vllm_fleet import SECRET
 from config.types import AMBIENT
 from localhosts import kubebuild
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 # The committed prod/dev placeholder secrets are encrypted with this passphrase (scripts/env.sh).
 EXAMPLE_PASSPHRASE = "spear-fleet-example"
-PROJECT_FILES = ("__main__.py", "config", "components", "spear", "gate", "hosts", "requirements.txt")
+PROJECT_FILES = ("__main__.py", "config", "components", "review", "spear", "gate", "hosts",
+                 "requirements.txt")
 
 
 def engine_env() -> dict[str, str]:

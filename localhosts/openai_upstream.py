@@ -1,6 +1,6 @@
-"""A stand-in for the fleet's OpenAI-compatible engine, for gateway tests: an HTTP server on
-127.0.0.1 that answers `/v1/chat/completions` (plain and streamed) with usage and a unique id per
-completion, and answers a chosen failure on demand.
+"""A stand-in for the fleet's OpenAI-compatible engine, for gateway tests and benchmarks: an
+HTTP server on 127.0.0.1 that answers `/v1/chat/completions` (plain and streamed) with usage and
+a unique id per completion, and answers a chosen failure on demand.
 
 The real engine (llama-server, vLLM) cannot be made to answer 401, 422 or 503 at will; the
 gateway's hatch is defined by exactly those answers, so the tests choose them here:
@@ -15,7 +15,7 @@ Each request is recorded (`upstream.calls`) with the status it was answered with
 count what reached the upstream. `delay_seconds` delays every successful answer, which keeps
 concurrent requests in flight at the same time.
 
-Run as a script: `python -m tests.support.openai_upstream --port 8150 [--delay 0.5]`.
+Run as a script: `python -m localhosts.openai_upstream --port 8150 [--delay 0.5]`.
 """
 
 from __future__ import annotations
@@ -28,16 +28,14 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from localhosts.http_standin import JsonHandler, LocalServer
 
 DEFAULT_REPLY = "SPEAR-UPSTREAM-OK"
 
 
-class _Server(ThreadingHTTPServer):
-    # The listen backlog: socketserver's default of 5 resets connections when a gateway opens
-    # dozens at once (scripts/bench-gateway at concurrency 64).
-    request_queue_size = 256
 DEFAULT_MODEL = "spear-coder-standin"
 _PER_REQUEST = re.compile(r"SPEAR-ANSWER-STATUS=(\d{3}|timeout)")
 # OpenAI's error types for the statuses the hatch matrix uses.
@@ -55,7 +53,7 @@ class Call:
     answered: int | str
 
 
-class OpenAIUpstream:
+class OpenAIUpstream(LocalServer):
     """The server; a context manager that starts it on `port` and stops it afterwards."""
 
     def __init__(self, port: int, *, reply: str = DEFAULT_REPLY, model: str = DEFAULT_MODEL,
@@ -71,7 +69,6 @@ class OpenAIUpstream:
         self._answer: int | str | None = None
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
-        self._server: ThreadingHTTPServer | None = None
 
     @property
     def base_url(self) -> str:
@@ -90,16 +87,8 @@ class OpenAIUpstream:
         with self._lock:
             return sum(1 for c in self.calls if c.answered == 200)
 
-    def __enter__(self) -> OpenAIUpstream:
-        self._server = _Server(("127.0.0.1", self.port), _handler(self))
-        self._server.daemon_threads = True
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        assert self._server is not None
-        self._server.shutdown()
-        self._server.server_close()
+    def handler(self) -> type[BaseHTTPRequestHandler]:
+        return _handler(self)
 
     # -- what a request gets -------------------------------------------------------------------
 
@@ -132,20 +121,7 @@ class OpenAIUpstream:
 
 
 def _handler(upstream: OpenAIUpstream) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, *args: object) -> None:  # tests read `calls`, not stderr
-            pass
-
-        def _send(self, status: int, payload: dict[str, Any]) -> None:
-            data = json.dumps(payload).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
+    class Handler(JsonHandler):
         def _body(self) -> dict[str, Any] | None:
             length = int(self.headers.get("Content-Length") or 0)
             try:
@@ -156,28 +132,28 @@ def _handler(upstream: OpenAIUpstream) -> type[BaseHTTPRequestHandler]:
 
         def do_GET(self) -> None:
             if self.path.rstrip("/") in ("/v1/models", "/models"):
-                self._send(200, {"object": "list", "data": [
+                self.send_json(200, {"object": "list", "data": [
                     {"id": upstream.model, "object": "model", "owned_by": "spear-fleet-tests"}]})
             elif self.path == "/health":
-                self._send(200, {"status": "ok"})
+                self.send_json(200, {"status": "ok"})
             else:
-                self._send(404, _error(404, f"no route {self.path}"))
+                self.send_json(404, _error(404, f"no route {self.path}"))
 
         def do_POST(self) -> None:
             body = self._body()
             if body is None:
-                self._send(400, _error(400, "the body is not a JSON object"))
+                self.send_json(400, _error(400, "the body is not a JSON object"))
             elif self.path == "/control/answer":
                 try:
                     upstream.answer_with(body.get("status"))
                 except ValueError as e:
-                    self._send(400, _error(400, str(e)))
+                    self.send_json(400, _error(400, str(e)))
                 else:
-                    self._send(200, {"answer": body.get("status")})
+                    self.send_json(200, {"answer": body.get("status")})
             elif self.path.rstrip("/") in ("/v1/chat/completions", "/chat/completions"):
                 self._chat(body)
             else:
-                self._send(404, _error(404, f"no route {self.path}"))
+                self.send_json(404, _error(404, f"no route {self.path}"))
 
         def _chat(self, body: dict[str, Any]) -> None:
             chosen = upstream._chosen(body)
@@ -188,11 +164,11 @@ def _handler(upstream: OpenAIUpstream) -> type[BaseHTTPRequestHandler]:
                 return
             if chosen is not None:
                 upstream._record(self.path, body, chosen)
-                self._send(chosen, _error(chosen, f"the upstream stand-in was told to answer {chosen}"))
+                self.send_json(chosen, _error(chosen, f"the upstream stand-in was told to answer {chosen}"))
                 return
             if not isinstance(body.get("messages"), list) or not body["messages"]:
                 upstream._record(self.path, body, 400)
-                self._send(400, _error(400, "messages: a non-empty list is required"))
+                self.send_json(400, _error(400, "messages: a non-empty list is required"))
                 return
             time.sleep(upstream.delay_seconds)
             answer = upstream.completion(body)
@@ -200,7 +176,7 @@ def _handler(upstream: OpenAIUpstream) -> type[BaseHTTPRequestHandler]:
             if body.get("stream"):
                 self._stream(answer, bool((body.get("stream_options") or {}).get("include_usage")))
             else:
-                self._send(200, answer)
+                self.send_json(200, answer)
 
         def _stream(self, answer: dict[str, Any], include_usage: bool) -> None:
             """The completion as OpenAI's server-sent events: role, text, finish, (usage), DONE."""
@@ -214,15 +190,7 @@ def _handler(upstream: OpenAIUpstream) -> type[BaseHTTPRequestHandler]:
             ]
             if include_usage:
                 chunks.append(base | {"choices": [], "usage": answer["usage"]})
-            self.send_response(200)
-            self.send_header("Content-Type", "text/event-stream")
-            self.send_header("Connection", "close")
-            self.end_headers()
-            for chunk in chunks:
-                self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
-            self.wfile.write(b"data: [DONE]\n\n")
-            self.wfile.flush()
-            self.close_connection = True
+            self.send_events([*(f"data: {json.dumps(chunk)}\n\n" for chunk in chunks), "data: [DONE]\n\n"])
 
     return Handler
 

@@ -1,4 +1,4 @@
-"""A real LiteLLM proxy (tests/support/litellm_proxy.py) with spear-fleet's hooks, in front of
+"""A real LiteLLM proxy (localhosts/litellm_proxy.py) with spear-fleet's hooks, in front of
 the upstream and frontier stand-ins: the config.yaml and the files beside it as a gateway host
 has them (hosts/gateway/spear_gateway/__init__.py says what they are).
 
@@ -14,9 +14,9 @@ from pathlib import Path
 import yaml
 
 from spear.rules import CODER_MODEL, FRONTIER_MODEL, HATCH_CALLBACK
-from tests.support.litellm_proxy import LitellmProxy
+from localhosts.litellm_proxy import LitellmProxy
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 FRONTIER_KEY = "sk-ant-spear-standin"
 
 

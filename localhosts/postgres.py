@@ -1,5 +1,6 @@
-"""A throwaway PostgreSQL 15 cluster on this machine for a test: initdb as the postgres user in a
-temporary folder, one database and one password role, stopped and removed afterwards.
+"""A throwaway PostgreSQL 15 cluster on this machine for a test or a benchmark: initdb as the
+postgres user in a temporary folder, one database and one password role, stopped and removed
+afterwards.
 
 The server binaries come from Debian's `postgresql-15` (installed with apt-get when missing), the
 same PostgreSQL the gateway host runs."""

@@ -7,7 +7,7 @@ counts the calls, so a test can assert that the frontier was, or was never, call
 real API stops there); `fill_max_tokens=True` uses exactly max_tokens, so a test can make each
 answer cost exactly its worst case.
 
-Run as a script: `python -m tests.support.frontier_standin --port 8160 --api-key sk-ant-test`.
+Run as a script: `python -m localhosts.frontier_standin --port 8160 --api-key sk-ant-test`.
 """
 
 from __future__ import annotations
@@ -18,8 +18,10 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from localhosts.http_standin import JsonHandler, LocalServer
 
 DEFAULT_REPLY = "SPEAR-FRONTIER-OK"
 
@@ -32,7 +34,7 @@ class Message:
     id: str
 
 
-class FrontierStandin:
+class FrontierStandin(LocalServer):
     """The server; a context manager that starts it on `port` and stops it afterwards."""
 
     def __init__(self, port: int, api_key: str, *, reply: str = DEFAULT_REPLY,
@@ -47,7 +49,6 @@ class FrontierStandin:
         self.messages: list[Message] = []
         self.refused: list[str] = []  # why each refused call was refused
         self._lock = threading.Lock()
-        self._server: ThreadingHTTPServer | None = None
 
     @property
     def base_url(self) -> str:
@@ -59,16 +60,8 @@ class FrontierStandin:
         with self._lock:
             return len(self.messages)
 
-    def __enter__(self) -> FrontierStandin:
-        self._server = ThreadingHTTPServer(("127.0.0.1", self.port), _handler(self))
-        self._server.daemon_threads = True
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        assert self._server is not None
-        self._server.shutdown()
-        self._server.server_close()
+    def handler(self) -> type[BaseHTTPRequestHandler]:
+        return _handler(self)
 
     def answer(self, body: dict[str, Any]) -> dict[str, Any]:
         max_tokens = body["max_tokens"]
@@ -108,23 +101,10 @@ def _problem(body: dict[str, Any]) -> str | None:
 
 
 def _handler(standin: FrontierStandin) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-        def _send(self, status: int, payload: dict[str, Any]) -> None:
-            data = json.dumps(payload).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
+    class Handler(JsonHandler):
         def _error(self, status: int, kind: str, message: str) -> None:
             standin._refuse(f"{status} {kind}: {message}")
-            self._send(status, {"type": "error", "error": {"type": kind, "message": message}})
+            self.send_json(status, {"type": "error", "error": {"type": kind, "message": message}})
 
         def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
@@ -147,7 +127,7 @@ def _handler(standin: FrontierStandin) -> type[BaseHTTPRequestHandler]:
             if body.get("stream"):
                 self._stream(message)
             else:
-                self._send(200, message)
+                self.send_json(200, message)
 
         def _stream(self, message: dict[str, Any]) -> None:
             """The message as the Messages API's server-sent events."""
@@ -168,14 +148,7 @@ def _handler(standin: FrontierStandin) -> type[BaseHTTPRequestHandler]:
                                    "usage": {"output_tokens": message["usage"]["output_tokens"]}}),
                 ("message_stop", {"type": "message_stop"}),
             ]
-            self.send_response(200)
-            self.send_header("Content-Type", "text/event-stream")
-            self.send_header("Connection", "close")
-            self.end_headers()
-            for name, data in events:
-                self.wfile.write(f"event: {name}\ndata: {json.dumps(data)}\n\n".encode())
-            self.wfile.flush()
-            self.close_connection = True
+            self.send_events([f"event: {name}\ndata: {json.dumps(data)}\n\n" for name, data in events])
 
     return Handler
 

@@ -1,7 +1,7 @@
-"""Real LiteLLM proxies on this machine for tests: installed through hosts/gateway/install-litellm.sh
-from the wheelhouse the gateway hosts get (localhosts/litellm_venv.py: one venv per version, cached
-under $SPEAR_CACHE/litellm/), migrated with hosts/gateway/migrate.sh, and run with a given
-config.yaml.
+"""Real LiteLLM proxies on this machine for tests and benchmarks: installed through
+hosts/gateway/install-litellm.sh from the wheelhouse the gateway hosts get
+(localhosts/litellm_venv.py: one venv per version, cached under $SPEAR_CACHE/litellm/), migrated
+with hosts/gateway/migrate.sh, and run with a given config.yaml.
 
 Two modes: config-only (no database: routing, master key, fallbacks, metrics) and database mode
 (PostgreSQL through Prisma's WebAssembly query engine, the offline engine the local stack uses).
@@ -29,11 +29,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from localhosts.litellm_venv import offline_bundle_dir
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 GATEWAY_DIR = REPO / "hosts" / "gateway"
 MIGRATE_SH = GATEWAY_DIR / "migrate.sh"
 READY_WITHIN = 240.0
@@ -126,13 +124,14 @@ class LitellmProxy:
             if self.process.poll() is not None:
                 code = self.process.returncode
                 self.process = None
-                pytest.fail(f"litellm exited with {code}:\n{self.log_tail()}")
+                raise RuntimeError(f"litellm exited with {code}:\n{self.log_tail()}")
             with contextlib.suppress(OSError, ProxyError):
                 if self.get("/health/readiness", timeout=5).get("status") == "healthy":
                     break
             if time.monotonic() > deadline:
                 self.stop()
-                pytest.fail(f"litellm not ready after {READY_WITHIN:.0f} s:\n{self.log_tail()}")
+                raise RuntimeError(
+                    f"litellm not ready after {READY_WITHIN:.0f} s:\n{self.log_tail()}")
             time.sleep(1)
         self.last_start_seconds = time.monotonic() - began
 

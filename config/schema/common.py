@@ -1,0 +1,108 @@
+"""The parsers and patterns more than one section of the stack uses: an SSH login, its key and
+host key, a port backend, an API key secret, a Hugging Face model's names.
+
+The section modules import from here, never from each other (tests/unit/test_schema_imports.py).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from config.checker import HOSTNAME, MISSING, USER, Checker, get
+from config.types import PORT, ApiKey, Backend, InlineKey, KeyFile, SshTarget
+from spear.rules import HOST_KEY_TEXT, host_key_normal
+
+HF_REPO = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*")
+SERVED_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+# Ends up in an environment file and an HTTP header: one line of printable characters.
+_API_KEY = re.compile(r"[!-~]+")
+_KEY_CHOICE = ("exactly one of {owner}.ssh.privateKeyPath (a key file) or"
+               " sshPrivateKeys.{name} (a secret: pulumi config set --secret --path"
+               " 'sshPrivateKeys.{name}' < key)")
+
+
+def ssh_key_entry(keys_value: Any, name: str) -> Any:
+    """`name`'s entry in sshPrivateKeys; None when the map itself is bad (parse reports it)."""
+    if keys_value is MISSING:
+        return MISSING
+    return get(keys_value, name) if isinstance(keys_value, Mapping) else None
+
+
+def host_key(check: Checker, key: str, value: Any) -> str | None:
+    """ssh.hostKey: the key the host must present, normalised; None when left out."""
+    if value is MISSING:
+        return None
+    return check.text(key, value, host_key_normal, HOST_KEY_TEXT)
+
+
+def private_key(check: Checker, name: str, path: Any, secret: Any,
+                owner: str) -> InlineKey | KeyFile | None:
+    """`name`'s key: the file at `path` or the secret sshPrivateKeys.<name>; owner: the key of
+    what logs in with it (e.g. inferenceHosts.<name>)."""
+    one_of = _KEY_CHOICE.format(name=name, owner=owner)
+    if path is MISSING and secret is MISSING:
+        check.report(f"sshPrivateKeys.{name}", "nothing", one_of)
+        return None
+    if path is not MISSING and secret is not MISSING:
+        check.report(f"{owner}.ssh.privateKeyPath",
+                     f"a key file as well as sshPrivateKeys.{name}", one_of)
+        return None
+    if path is not MISSING:
+        expanded = check.text(f"{owner}.ssh.privateKeyPath", path,
+                              lambda v: os.path.expanduser(v) if v.strip() else None,
+                              "a path to a private key file")
+        return KeyFile(expanded) if expanded else None
+    if not isinstance(secret, str) or "PRIVATE KEY-----" not in secret:
+        described = (f"a secret of {len(secret)} characters without a PEM/OpenSSH header"
+                     if isinstance(secret, str) else f"a secret of type {type(secret).__name__}")
+        check.report(f"sshPrivateKeys.{name}", described,
+                     "a private key (-----BEGIN ... PRIVATE KEY-----)")
+        return None
+    return InlineKey(secret)
+
+
+def ssh_target(check: Checker, owner: str, name: str, value: Any, secret_key: Any,
+               host_text: str) -> SshTarget | None:
+    """`owner`.ssh: a host spear-fleet logs in to, with `name`'s key (a file or a secret)."""
+    start = check.mark()
+    key = f"{owner}.ssh"
+    ssh = check.obj(key, value, ("host", "port", "user", "privateKeyPath", "hostKey"))
+    if ssh is None:
+        return None
+    host = check.pattern(f"{key}.host", get(ssh, "host"), HOSTNAME, host_text)
+    port = check.port(f"{key}.port", get(ssh, "port"), 22)
+    user = check.pattern(f"{key}.user", get(ssh, "user"), USER, "a user name", default="root")
+    login_key = private_key(check, name, get(ssh, "privateKeyPath"), secret_key, owner=owner)
+    pinned = host_key(check, f"{key}.hostKey", get(ssh, "hostKey"))
+    if not check.clean_since(start):
+        return None
+    return SshTarget(host=host, port=port, user=user, key=login_key, host_key=pinned)
+
+
+def port_backend(check: Checker, key: str, value: Any,
+                 backends: Mapping[str, Backend] | None) -> Backend | None:
+    """A backend reached on a client port (default `reds`), by name."""
+    if backends is None:  # the table itself has a problem, already reported
+        return None
+    port_backends = [name for name, backend in backends.items() if backend.kind == PORT]
+    name = check.choice(key, value, port_backends, default="reds")
+    return backends[name] if name else None
+
+
+def api_key(check: Checker, name: str, value: Any, required_by: list[str]) -> ApiKey | None:
+    """The secret `name`; required_by: what needs it, when the stack declares any of them."""
+    if value is MISSING:
+        if required_by:
+            check.report(name, "nothing", f"a secret (required with {' and '.join(required_by)}):"
+                         f" pulumi config set --secret {name} < file")
+        return None
+    if not isinstance(value, str) or not _API_KEY.fullmatch(value):
+        # Describe the secret, never echo it.
+        described = (f"a secret of {len(value)} characters with whitespace or control characters"
+                     if isinstance(value, str) else f"a secret of type {type(value).__name__}")
+        check.report(name, described, "one line of printable characters without spaces")
+        return None
+    return ApiKey(value)

@@ -1,0 +1,129 @@
+"""The Kubernetes objects the fleet and the gateway render. Their kinds are pulumi-kubernetes',
+not classes of ours, so they are described here: named by the labels their families set, a
+Deployment's update a rolling update or a scale, a fleet track's Deployment by the pair it moves.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from components.gateway.cluster_manifests import APP_LABEL as GATEWAY_APP_LABEL
+from components.gateway.cluster_manifests import NAME as GATEWAY_APP
+from review.kinds import (CONFIG_ONLY, CREATE, DELETE, ROLLING_UPDATE, SCALE, Change, Kind,
+                          changed_lines, count)
+from spear import fleet, tokens, vllm
+from spear.rules import IMAGE
+
+# The gateway's own objects (gateway.kubernetes), by kind.
+GATEWAY_PART_NAMES = {
+    tokens.K8S_NAMESPACE.type: "gateway namespace",
+    tokens.K8S_SECRET.type: "gateway credentials Secret",
+    tokens.K8S_CONFIG_MAP.type: "gateway ConfigMap",
+    tokens.K8S_DEPLOYMENT.type: "gateway Deployment",
+    tokens.K8S_SERVICE.type: "gateway Service",
+    tokens.K8S_JOB.type: "gateway migrations Job",
+}
+
+
+def labels(inputs: Mapping[str, Any]) -> Mapping[str, Any]:
+    return (inputs.get("metadata") or {}).get("labels") or {}
+
+
+def labelled_name(kind: str, inputs: Mapping[str, Any]) -> str | None:
+    """The name of an object its family labels as its own (whatever its kind), else None."""
+    found = labels(inputs)
+    if found.get(fleet.PART) == fleet.MONITORING:  # components/vllm_fleet/monitoring.py
+        return f"Prometheus {kind.rsplit(':', 1)[-1]} {inputs['metadata'].get('name', '')}".rstrip()
+    if found.get(GATEWAY_APP_LABEL, "").startswith(GATEWAY_APP) and kind in GATEWAY_PART_NAMES:
+        return f"{GATEWAY_PART_NAMES[kind]} {inputs['metadata'].get('name', '')}".rstrip()
+    return None
+
+
+def track(inputs: Mapping[str, Any]) -> str | None:
+    return labels(inputs).get(fleet.TRACK)
+
+
+def serving(inputs: Mapping[str, Any]) -> tuple[str, str, Any] | None:
+    """(image tag, revision, replicas) of a fleet Deployment's inputs; None for other shapes."""
+    try:
+        [container] = inputs["spec"]["template"]["spec"]["containers"]
+        match = IMAGE.fullmatch(container["image"])
+        revision = vllm.flags(container["command"]).get(vllm.REVISION_FLAG, "?")
+        return ((match["tag"] or match["digest"] or "?") if match else container["image"],
+                revision, inputs["spec"].get("replicas"))
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def stable_now(steps: list[tuple[str, Mapping[str, Any]]]) -> tuple[str, str, Any] | None:
+    """The stable pair after the update, which a new canary is compared with, from the steps'
+    (kind, new inputs): from the stable Deployment, or (a preview without --show-sames leaves an
+    unchanged one out) from the rollout record, which changes whenever a canary comes or goes."""
+    for kind, inputs in steps:
+        if kind == tokens.K8S_DEPLOYMENT.type and track(inputs) == fleet.STABLE and inputs:
+            return serving(inputs)
+    for kind, inputs in steps:
+        if kind == tokens.K8S_CONFIG_MAP.type and labels(inputs).get(fleet.PART) == fleet.ROLLOUT:
+            try:
+                pair = json.loads(inputs["data"][fleet.STABLE_JSON])
+                return (pair["tag"], pair["revision"], None)
+            except (KeyError, TypeError, ValueError):
+                return None
+    return None
+
+
+def _pair_line(name: str, old: tuple[str, str, Any], new: tuple[str, str, Any]) -> str:
+    return (f"{name}: {old[0]} -> {new[0]}, revision {old[1][:7]} -> {new[1][:7]}"
+            if (old[0], old[1]) != (new[0], new[1]) else "")
+
+
+def _fleet_details(change: Change) -> list[str]:
+    """The reviewer's lines for a fleet Deployment: the pair it moves, its replicas; a new canary
+    against the stable pair it tests."""
+    name = track(change.inputs) or "Deployment"
+    old, new = serving(change.old), serving(change.new)
+    lines = []
+    if old and new:
+        lines = [line for line in (_pair_line(name, old, new),) if line]
+        if old[2] != new[2]:
+            lines.append(f"replicas: {count(old[2])} -> {count(new[2])}")
+    elif new and change.change == CREATE:
+        if name == fleet.CANARY and change.stable_now:
+            lines.append(_pair_line(name, change.stable_now, new) or f"{name}: the stable pair")
+        lines.append(f"{name}: {new[0]}, revision {new[1][:7]}, {count(new[2])} replica(s)")
+    elif old and change.change == DELETE:
+        lines.append(f"{name} removed: {old[0]}, revision {old[1][:7]}")
+    return lines
+
+
+def _deployment_details(change: Change) -> list[str]:
+    fleet_lines = _fleet_details(change) if track(change.inputs) else []
+    return fleet_lines or (changed_lines(change.old, change.new) if change.old and change.new else [])
+
+
+def _deployment_update(old: Mapping[str, Any], new: Mapping[str, Any]) -> str:
+    # Only the replica count: a scale; anything in the pod template: a rolling update.
+    template_changed = (old.get("spec") or {}).get("template") != (new.get("spec") or {}).get("template")
+    return ROLLING_UPDATE if template_changed else SCALE
+
+
+def _config_map_name(inputs: Mapping[str, Any]) -> str:
+    part = labels(inputs).get(fleet.PART)
+    return f"{part} ConfigMap" if part else "ConfigMap"
+
+
+KINDS = (
+    Kind(tokens.K8S_PROVIDER, "Kubernetes provider", CONFIG_ONLY),
+    Kind.of(tokens.K8S_NAMESPACE, "namespace", CONFIG_ONLY),
+    Kind.of(tokens.K8S_SECRET, "vLLM API key Secret", CONFIG_ONLY, hidden=frozenset({"data"})),
+    Kind.of(tokens.K8S_CONFIG_MAP, _config_map_name, CONFIG_ONLY),
+    Kind.of(tokens.K8S_PVC, "model cache claim", CONFIG_ONLY),
+    Kind.of(tokens.K8S_PV, "model cache volume", CONFIG_ONLY),
+    Kind.of(tokens.K8S_SERVICE, "vLLM Service", CONFIG_ONLY),
+    Kind.of(tokens.K8S_DEPLOYMENT, lambda inputs: f"vLLM {track(inputs) or 'Deployment'} Deployment",
+            _deployment_update, details=_deployment_details),
+    Kind.of(tokens.K8S_JOB, "Job", CONFIG_ONLY),
+    Kind.of(tokens.K8S_NETWORK_POLICY, "NetworkPolicy", CONFIG_ONLY),
+)
