@@ -13,7 +13,7 @@ from typing import Any
 
 from config.checker import HOSTNAME, MISSING, USER, Checker, get
 from config.types import PORT, ApiKey, Backend, InlineKey, KeyFile, SshTarget
-from spear.rules import HOST_KEY_TEXT, host_key_normal
+from spear.rules import COMMIT_TEXT, HOST_KEY_TEXT, host_key_normal, is_commit
 
 HF_REPO = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*")
 SERVED_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
@@ -106,3 +106,9 @@ def api_key(check: Checker, name: str, value: Any, required_by: list[str]) -> Ap
         check.report(name, described, "one line of printable characters without spaces")
         return None
     return ApiKey(value)
+
+
+def model_revision(check: Checker, key: str, value: Any) -> str | None:
+    """A model repository's revision: its full commit id, never a branch (seed 001 step 2)."""
+    return check.text(key, value, lambda v: v if is_commit(v) else None,
+                      COMMIT_TEXT.replace("a commit id", "the model repository's commit id"))

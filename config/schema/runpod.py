@@ -14,11 +14,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from config.checker import API_URL_TEXT, MISSING, USER, Checker, api_url, get, map_names
-from config.schema.common import (HF_REPO, SERVED_NAME, api_key, port_backend, private_key,
-                                  ssh_key_entry)
+from config.schema.common import (HF_REPO, SERVED_NAME, api_key, model_revision, port_backend,
+                                  private_key, ssh_key_entry)
 from config.types import (API_KEY_NAMES, CLOUD_TYPES, ApiKey, Backend, InferenceHost, PodSsh,
                           RunPodPod, Vllm)
-from spear.rules import COMMIT_TEXT, image_pin_problem, is_commit
+from spear.rules import image_pin_problem
 
 KEYS = ("runpod",) + API_KEY_NAMES
 # Keys whose value is an object (the loader reads them as JSON); the API keys are text.
@@ -162,9 +162,7 @@ def _vllm(check: Checker, key: str, value: Any, gpu_count: int | None) -> Vllm |
     result = Vllm(
         model=check.pattern(f"{key}.model", get(vllm, "model"), HF_REPO,
                             "a Hugging Face repository id (<owner>/<name>)"),
-        revision=check.text(f"{key}.revision", get(vllm, "revision"),
-                            lambda v: v if is_commit(v) else None,
-                            COMMIT_TEXT.replace("a commit id", "the model repository's commit id")),
+        revision=model_revision(check, f"{key}.revision", get(vllm, "revision")),
         served_model_name=check.pattern(f"{key}.servedModelName", get(vllm, "servedModelName"),
                                         SERVED_NAME,
                                         "a model name (letters, digits, '.', '_', '-'; at most 64)"),

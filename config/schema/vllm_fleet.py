@@ -26,11 +26,11 @@ from config.types import (ACCESS_MODES, AMBIENT, AgentSandbox, Alerts, Canary,
                           EgressTarget, Kubeconfig, MemoryFloor, ModelCache,
                           ModelFacts, PROMETHEUS_MODES, Prometheus, RolloutGate, ServingPair, Vllm,
                           VllmFleet)
-from config.schema.common import HF_REPO, SERVED_NAME
+from config.schema.common import HF_REPO, SERVED_NAME, model_revision
 from spear import rollout_gate, trace
 from spear.fleet import CANARY, STABLE
-from spear.rules import (CACHE_SALT_SCOPES, COMMIT_TEXT, EGRESS_NETWORK_TEXT, IMAGE, IMAGE_DIGEST, IMAGE_TAG,
-                         egress_network_problem, image_pin_problem, is_commit)
+from spear.rules import (CACHE_SALT_SCOPES, EGRESS_NETWORK_TEXT, IMAGE, IMAGE_DIGEST, IMAGE_TAG,
+                         egress_network_problem, image_pin_problem)
 from spear.vllm import (BYTES_PER_PARAMETER, GPU_MEMORY_UTILIZATION, TOOL_CALL_PARSER,
                         TOOL_CALL_PARSERS, memory_floor_problem, tool_parser_problem)
 
@@ -180,9 +180,7 @@ def _pair(check: Checker, key: str, value: Any,
                             "sha256:<64 lowercase hex> (the image's digest)"))
     model = check.pattern(f"{key}.model", get(pair, "model"), HF_REPO,
                           "a Hugging Face repository id (<owner>/<name>)")
-    revision = check.text(f"{key}.revision", get(pair, "revision"),
-                          lambda v: v if is_commit(v) else None,
-                          COMMIT_TEXT.replace("a commit id", "the model repository's commit id"))
+    revision = model_revision(check, f"{key}.revision", get(pair, "revision"))
     return (ServingPair(tag=tag, digest=digest, model=model, revision=revision)
             if check.clean_since(start) else None)
 
