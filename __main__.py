@@ -4,11 +4,13 @@ import dataclasses
 
 import pulumi
 
+from components.agent_seats import AgentSeats, AgentSeatsArgs
 from components.endpoints import Endpoint
 from components.endpoints.reds import RedsEndpoint, RedsEndpointArgs
 from components.endpoints.runpod_endpoint import RunPodEndpoint, RunPodEndpointArgs
-from components.gateway import FleetRoutes, Gateway, GatewayArgs, metrics_target
+from components.gateway import FleetRoutes, Gateway, GatewayArgs, HarnessPins, metrics_target
 from components.gateway.cluster import ClusterGateway, ClusterGatewayArgs
+from components.gateway.render import coder_window
 from components.hostops.kube_api import cluster_access
 from components.inference_host import InferenceHost, InferenceHostArgs
 from components.vllm_fleet import VllmFleet, VllmFleetArgs
@@ -57,6 +59,8 @@ fleet_routes = FleetRoutes(tracks=fleet.tracks, api_key=stack.api_keys[VLLM_API_
                            priority=cfg.vllm_fleet.vllm.scheduling_priority,
                            cache_salt_scope=cfg.vllm_fleet.cache_salt) \
     if fleet is not None and gateway_cfg and FLEET_UPSTREAM in gateway_cfg.upstreams else None
+# Every developer's wiring: the stack's harness versions, and the window coder serves.
+harnesses = HarnessPins(cfg.harnesses, coder_window(cfg))
 gateway = None
 if gateway_cfg is not None and gateway_cfg.kubernetes is not None:
     # In the fleet's cluster: the config check admits the fleet as its only upstream.
@@ -67,7 +71,7 @@ if gateway_cfg is not None and gateway_cfg.kubernetes is not None:
         master_key=stack.api_keys[GATEWAY_MASTER_KEY],
         frontier_api_key=stack.api_keys[FRONTIER_API_KEY],
         database_url=stack.api_keys[GATEWAY_DATABASE_URL],
-        developers=cfg.developers, fleet=fleet_routes))
+        developers=cfg.developers, harnesses=harnesses, fleet=fleet_routes))
 elif gateway_cfg is not None:
     gateway = Gateway(gateway_cfg.name, GatewayArgs(
         config=gateway_cfg,
@@ -76,9 +80,19 @@ elif gateway_cfg is not None:
         frontier_api_key=stack.api_keys[FRONTIER_API_KEY],
         database_url=stack.api_keys.get(GATEWAY_DATABASE_URL),
         upstreams={name: endpoints[name] for name in gateway_cfg.upstreams if name != FLEET_UPSTREAM},
-        developers=cfg.developers, fleet=fleet_routes))
+        developers=cfg.developers, harnesses=harnesses, fleet=fleet_routes))
 if fleet is not None:
     pulumi.export("vllm_fleet", fleet.outputs)
+
+# The agent seats, after the gateway (each holds its developer's key) in the fleet's agent
+# namespace; the config check admits seats only with a gateway and the fleet's sandbox.
+sandbox = cfg.vllm_fleet.agent_sandbox if cfg.vllm_fleet else None
+seats = None
+if fleet is not None and gateway is not None and sandbox is not None and sandbox.seats:
+    seats = AgentSeats("seat", AgentSeatsArgs(
+        sandbox=sandbox, developers=cfg.developers, gateway_url=gateway.pod_url,
+        keys={dev: key.key for dev, key in gateway.access.keys.items()}, harnesses=harnesses,
+        provider=fleet.provider, after=fleet.sandbox))
 
 pulumi.export("inference_hosts", {name: host.outputs for name, host in inference_hosts.items()})
 pulumi.export("runpod_pods", {name: pod.outputs for name, pod in runpod_pods.items()})
@@ -90,3 +104,6 @@ if gateway is not None:
     pulumi.export("gateway", gateway.outputs)
     # Per developer, per harness: the environment (and Codex's config file), with the key.
     pulumi.export("harnesses", gateway.harnesses)
+if seats is not None:
+    # Per seat: whose it is, its harness and version, and the command that starts the harness.
+    pulumi.export("seats", seats.outputs)

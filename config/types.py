@@ -166,6 +166,7 @@ class FleetConfig:
     reds_endpoints: dict[str, RedsEndpoint]  # {} when the stack declares none
     gateway: Gateway | None  # None when the stack declares none
     developers: dict[str, Developer]  # {} when the stack declares none
+    harnesses: dict[str, str]  # harness -> the exact version its wiring installs
     vllm_fleet: VllmFleet | None = None  # the vLLM fleet on Kubernetes, when declared
 
 
@@ -419,11 +420,23 @@ class EgressTarget:
     ports: tuple[int, ...]  # TCP
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
+class Seat:
+    """One agent seat (seed 001 step 7): a developer's harness in a sandboxed pod of the agent
+    namespace, with that developer's virtual key as its only credential."""
+    name: str  # the key in agentSandbox.seats; names its objects (seat-<name>)
+    developer: str  # a developer of the stack: whose key the seat holds
+    harness: str  # one of spear.harness.HARNESSES
+    workspace_size: str  # a Kubernetes quantity: the working copy's emptyDir limit
+
+
+@dataclass(frozen=True, kw_only=True)
 class AgentSandbox:
     namespace: str
     gateway: EgressTarget
     mirrors: tuple[EgressTarget, ...]
+    seat_image: str | None = None  # pinned by digest; required with seats
+    seats: dict[str, Seat] = field(default_factory=dict)  # by name; {} when none is declared
 
 
 @dataclass(frozen=True, kw_only=True)

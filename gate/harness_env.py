@@ -41,8 +41,9 @@ def choose(harnesses: Mapping[str, Any], developer: str, harness: str) -> dict[s
 
 
 def instructions(entry: Mapping[str, Any], written: str | None = None) -> str:
-    """What the command prints: eval-able exports, then the rest as shell comments (how to run
-    the harness; for a config file, where it goes and its content, or that it was written)."""
+    """What the command prints: eval-able exports, then the rest as shell comments (for a config
+    file, where it goes and its content, or that it was written; how to install the stack's
+    version of the harness and run it)."""
     lines = [shell_exports(entry).rstrip("\n")]
     file = entry.get("file")
     if file and written:
@@ -50,6 +51,7 @@ def instructions(entry: Mapping[str, Any], written: str | None = None) -> str:
     elif file:
         lines.append(f"# {file['path']} (write it with --write), with this content:")
         lines += [f"#   {line}" if line else "#" for line in file["content"].splitlines()]
+    lines.append(f"# install it: {entry['install']}")
     lines.append(f"# then run: {entry['run']}")
     return "\n".join(lines) + "\n"
 
@@ -88,7 +90,8 @@ def main(argv: list[str] | None = None,
     parser.add_argument("harness", help="one of " + ", ".join(HARNESSES))
     parser.add_argument("--stack", help="the stack (default: the selected one)")
     parser.add_argument("--write", action="store_true",
-                        help="write the harness's config file too (Codex: ~/.codex/config.toml)")
+                        help="write the harness's config file too (Codex: ~/.codex/config.toml,"
+                             " Qwen-Code: ~/.qwen/settings.json)")
     parser.add_argument("--outputs-json", metavar="FILE",
                         help="the output of `pulumi stack output harnesses --show-secrets --json`"
                              " (default: run it)")

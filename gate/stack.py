@@ -40,17 +40,18 @@ class GateStack:
     key_owners: dict[str, str]  # track -> the developer who owns that key
 
     installed_version: str | None  # LiteLLM's, as the stack's install read it off the gateway
+    harness_versions: dict[str, str]  # harness -> the version the stack pins (harnesses)
 
     def candidate_pin(self, gateway_version: str | None) -> rollout_gate.Pin:
         """The canary's pair, and LiteLLM's version as the gateway reports it live (else as the
-        stack's install read it); the pin holds no harness versions (the stack declares none)."""
+        stack's install read it), and the harness versions the stack pins."""
         if self.canary is None:
             raise GateError("the stack declares no vllmFleet.canary: the pair a record pins")
         version = gateway_version or self.installed_version
         if not version:
             raise GateError("neither the gateway nor the stack's outputs say LiteLLM's version")
         return rollout_gate.Pin(self.canary["tag"], self.canary["model"], self.canary["revision"],
-                                version, ())
+                                version, tuple(sorted(self.harness_versions.items())))
 
 
 def load(stack: str) -> GateStack:
@@ -85,4 +86,5 @@ def load(stack: str) -> GateStack:
                      arrivals=trace.parse(json.loads(trace_file)),
                      canary=None if canary is MISSING else dict(canary),
                      gateway_url=gateway["url"].rstrip("/"), keys=keys, key_owners=owners,
-                     installed_version=gateway.get("litellm_version"))
+                     installed_version=gateway.get("litellm_version"),
+                     harness_versions=gateway.get("harness_versions") or {})

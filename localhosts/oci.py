@@ -105,11 +105,15 @@ def write_archive(layer: Path, layer_meta: dict, refs: Sequence[str], out: Path,
         "config": {"mediaType": CONFIG_TYPE, "digest": config_digest, "size": len(config)},
         "layers": [{"mediaType": LAYER_TYPE, "digest": layer_meta["digest"],
                     "size": layer_meta["size"]}]})
+    # Each name also as repository@digest: the node's CRI finds a reference pinned by digest
+    # (`repo:tag@sha256:...`) only under that name, and would otherwise try to pull it.
+    by_digest = sorted({f"{ref.rpartition(':')[0]}@{manifest_digest}" for ref in refs})
     index, _ = _json_blob({"schemaVersion": 2, "mediaType": INDEX_TYPE, "manifests": [
         {"mediaType": MANIFEST_TYPE, "digest": manifest_digest, "size": len(manifest),
          "annotations": {NAME_ANNOTATION: ref,
-                         "org.opencontainers.image.ref.name": ref.rpartition(":")[2]}}
-        for ref in refs]})
+                         **({} if "@" in ref else
+                            {"org.opencontainers.image.ref.name": ref.rpartition(":")[2]})}}
+        for ref in [*refs, *by_digest]]})
 
     def blob(digest: str) -> str:
         return f"blobs/sha256/{digest.removeprefix('sha256:')}"

@@ -53,6 +53,8 @@ def gateway_config(upstream_url: str | dict[str, dict], frontier_url: str, *, ho
             "callbacks": [HATCH_CALLBACK, "prometheus"] if hooks else ["prometheus"],
             "budget_exceeded_status_code": 429,
             "use_chat_completions_url_for_anthropic_messages": True,
+            # As the gateway's config: no fallback named in a coder error's message.
+            "expose_router_debug_in_errors": False,
         },
         "general_settings": {"master_key": "os.environ/LITELLM_MASTER_KEY",
                              "enforce_fallback_model_access": False,

@@ -45,7 +45,7 @@ from spear.rules import SMOKE_ANSWER
 from localhosts.llama_source import ARCHIVE_SHA256, ensure_source_archive, read_member
 
 # Bump when the model recipe changes, so cached models are rebuilt.
-RECIPE_VERSION = 3
+RECIPE_VERSION = 4
 
 # The call the cookbook's tool-call probe asks for (read src/app.py), in the Hermes/Qwen form the
 # Qwen2.5 template asks for; llama-server's template-driven parser turns it into `tool_calls`. No
@@ -64,7 +64,10 @@ TRIGGER_TEXT = "\n"
 # keeps a run of newlines together and "\n\n" is a token, so that prompt ends with another token.
 TOOLS_TRIGGER_TEXT = "\n\n"
 GENERATION_PROMPT = "{%- if add_generation_prompt %}\n    {{- '<|im_start|>assistant\\n' }}\n"
-TOOLS_GENERATION_PROMPT = GENERATION_PROMPT + "    {%- if tools %}{{- '\\n' }}{%- endif %}\n"
+# Not after a tool's result: the model then gives its own answer, as a model does once it has
+# what it asked for, so a harness's turn (call, result, answer) ends instead of calling forever.
+TOOLS_GENERATION_PROMPT = (GENERATION_PROMPT + "    {%- if tools and messages[-1].role != 'tool' %}"
+                           "{{- '\\n' }}{%- endif %}\n")
 END_TOKEN = "<|im_end|>"
 BOS_TOKEN = "<|endoftext|>"
 
@@ -73,7 +76,7 @@ N_EMBD = 64
 N_HEAD = 2
 HEAD_DIM = N_EMBD // N_HEAD
 N_FF = 64
-# The trained length stacks/Pulumi.local.yaml states (nativeCtx): its ctxSize 512 is twice it, so the
+# The trained length stacks/Pulumi.local.yaml states (nativeCtx): its ctxSize is 128 times it, so the
 # local stack runs serve.sh's YaRN flags and context_length override on a real llama-server.
 CONTEXT_LENGTH = 256
 RMS_EPS = 1e-6
@@ -197,7 +200,8 @@ def _weights(n_vocab: int, successors: dict[int, int], end: int) -> dict[str, np
 
 
 def scripted_template(template: str) -> str:
-    """The chat template with one more "\\n" in the generation prompt when tools are offered."""
+    """The chat template with one more "\\n" in the generation prompt when tools are offered and
+    the last message is not a tool's result."""
     if template.count(GENERATION_PROMPT) != 1:
         raise ValueError("the chat template's generation prompt is not the expected Qwen2.5 one")
     return template.replace(GENERATION_PROMPT, TOOLS_GENERATION_PROMPT)

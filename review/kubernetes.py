@@ -1,6 +1,7 @@
-"""The Kubernetes objects the fleet and the gateway render. Their kinds are pulumi-kubernetes',
-not classes of ours, so they are described here: named by the labels their families set, a
-Deployment's update a rolling update or a scale, a fleet track's Deployment by the pair it moves.
+"""The Kubernetes objects the fleet, the gateway and the agent seats render. Their kinds are
+pulumi-kubernetes', not classes of ours, so they are described here: named by the labels their
+families set, a Deployment's update a rolling update or a scale, a fleet track's Deployment by
+the pair it moves, a seat's by its harness version.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from components.gateway.cluster_manifests import APP_LABEL as GATEWAY_APP_LABEL
 from components.gateway.cluster_manifests import NAME as GATEWAY_APP
 from review.kinds import (CONFIG_ONLY, CREATE, DELETE, ROLLING_UPDATE, SCALE, Change, Kind,
                           changed_lines, count)
-from spear import fleet, tokens, vllm
+from spear import fleet, seats, tokens, vllm
 from spear.rules import IMAGE
 
 # The gateway's own objects (gateway.kubernetes), by kind.
@@ -24,6 +25,14 @@ GATEWAY_PART_NAMES = {
     tokens.K8S_DEPLOYMENT.type: "gateway Deployment",
     tokens.K8S_SERVICE.type: "gateway Service",
     tokens.K8S_JOB.type: "gateway migrations Job",
+}
+
+
+# An agent seat's objects (components/agent_seats), by kind.
+SEAT_PART_NAMES = {
+    tokens.K8S_SECRET.type: "key Secret",
+    tokens.K8S_CONFIG_MAP.type: "wiring ConfigMap",
+    tokens.K8S_DEPLOYMENT.type: "Deployment",
 }
 
 
@@ -38,6 +47,8 @@ def labelled_name(kind: str, inputs: Mapping[str, Any]) -> str | None:
         return f"Prometheus {kind.rsplit(':', 1)[-1]} {inputs['metadata'].get('name', '')}".rstrip()
     if found.get(GATEWAY_APP_LABEL, "").startswith(GATEWAY_APP) and kind in GATEWAY_PART_NAMES:
         return f"{GATEWAY_PART_NAMES[kind]} {inputs['metadata'].get('name', '')}".rstrip()
+    if found.get(seats.SEAT) and kind in SEAT_PART_NAMES:
+        return f"agent seat {found[seats.SEAT]} {SEAT_PART_NAMES[kind]}"
     return None
 
 
@@ -98,9 +109,37 @@ def _fleet_details(change: Change) -> list[str]:
     return lines
 
 
+def _seat(inputs: Mapping[str, Any]) -> tuple[str, str, str] | None:
+    """(harness, its version, image) of a seat Deployment's inputs; None for other shapes."""
+    try:
+        template = inputs["spec"]["template"]
+        [container] = template["spec"]["containers"]
+        return (labels(inputs)[seats.HARNESS],
+                template["metadata"]["annotations"][seats.HARNESS_VERSION], container["image"])
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def _seat_details(change: Change) -> list[str]:
+    """A seat's harness version and image, old -> new; on create, whose seat it is."""
+    old, new = _seat(change.old), _seat(change.new)
+    if old and new:
+        lines = [f"{new[0]}: {old[1]} -> {new[1]}"] if old[:2] != new[:2] else []
+        lines += [f"image: {old[2]} -> {new[2]}"] if old[2] != new[2] else []
+        if _deployment_update(change.old, change.new) == ROLLING_UPDATE:
+            # A seat's strategy is Recreate: its one pod goes, with its emptyDir.
+            lines.append("the seat's pod is made anew: its working copy (/workspace) starts empty")
+        return lines
+    if new and change.change == CREATE:
+        return [f"{new[0]} {new[1]} for {labels(change.new).get(seats.DEVELOPER)}, {new[2]}"]
+    return []
+
+
 def _deployment_details(change: Change) -> list[str]:
     fleet_lines = _fleet_details(change) if track(change.inputs) else []
-    return fleet_lines or (changed_lines(change.old, change.new) if change.old and change.new else [])
+    seat_lines = _seat_details(change) if labels(change.inputs).get(seats.SEAT) else []
+    return fleet_lines or seat_lines or (
+        changed_lines(change.old, change.new) if change.old and change.new else [])
 
 
 def _deployment_update(old: Mapping[str, Any], new: Mapping[str, Any]) -> str:

@@ -1,14 +1,19 @@
 """Harness wiring (seed 001 step 6): what each coding harness needs to reach the gateway with a
 developer's virtual key, every one asking for `coder` in its own dialect on the one port.
 
-Pure: the gateway URL, the key and the model in; per harness the environment and, for Codex,
-the config file. The stack exports it per developer as a secret; `scripts/harness-env`
-(gate/harness_env.py) prints one (`eval "$(scripts/harness-env ana qwen-code)"`).
+Pure: the gateway URL, the key, the model, the stack's harness versions and the window the
+gateway serves in; per harness the environment, the install command of its pinned version and,
+for Codex and Qwen-Code, the config file. The stack exports it per developer as a secret;
+`scripts/harness-env` (gate/harness_env.py) prints one (`eval "$(scripts/harness-env ana
+qwen-code)"`).
 """
 
 from __future__ import annotations
 
+import json
+import re
 import shlex
+from dataclasses import dataclass
 from typing import Any
 
 QWEN_CODE = "qwen-code"
@@ -17,34 +22,95 @@ CLAUDE_CODE = "claude-code"
 CODEX = "codex"
 HARNESSES = (QWEN_CODE, OPENHANDS, CLAUDE_CODE, CODEX)
 
+# The versions this wiring was run against (issue 20): the default of `harnesses.<harness>`.
+DEFAULT_VERSIONS = {QWEN_CODE: "0.24.4", OPENHANDS: "1.16.0", CLAUDE_CODE: "2.1.328",
+                    CODEX: "0.169.0"}
+# An exact release (npm's and PyPI's alike), never a range or a tag: the stack pins what runs.
+EXACT_VERSION = re.compile(r"[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z]+(\.[0-9A-Za-z]+)*)?")
+EXACT_VERSION_TEXT = ("an exact version such as 1.2.3 or 1.2.3-beta.1 (no range, tag or"
+                      " 'latest': the stack pins what developers run)")
+# harness -> (registry, package): npm for the three Node harnesses, PyPI for OpenHands.
+PACKAGES = {QWEN_CODE: ("npm", "@qwen-code/qwen-code"), CLAUDE_CODE: ("npm", "@anthropic-ai/claude-code"),
+            CODEX: ("npm", "@openai/codex"), OPENHANDS: ("pypi", "openhands")}
+
 CODEX_CONFIG = "~/.codex/config.toml"
 CODEX_KEY_ENV = "OWNED_API_KEY"
+QWEN_SETTINGS = "~/.qwen/settings.json"
 
 
-def wiring(gateway_url: str, key: str, model: str) -> dict[str, dict[str, Any]]:
-    """harness -> {"env": {...}, "run": how to start it, "file": {path, content} or absent}."""
+@dataclass(frozen=True)
+class Window:
+    """What the gateway's `coder` serves a request: its context window (the smallest among its
+    upstreams) and the output limit the harness should ask for within it."""
+    context: int
+    max_output: int
+
+
+def install_command(harness: str, version: str) -> str:
+    registry, package = PACKAGES[harness]
+    if registry == "npm":
+        return f"npm install -g {package}@{version}"
+    # OpenHands needs Python 3.12 (its own requirement); uv fetches one when none is there.
+    return f"uv tool install --python 3.12 {package}=={version}"
+
+
+def wiring(gateway_url: str, key: str, model: str, versions: dict[str, str],
+           window: Window | None) -> dict[str, dict[str, Any]]:
+    """harness -> {"env": {...}, "run": how to start it, "version", "install": the command that
+    installs that version, "file": {path, content} or absent}. `window` None: the stack knows
+    no upstream's window, and each harness keeps its own default."""
     v1 = f"{gateway_url}/v1"
-    codex_toml = (f'model = "{model}"\nmodel_provider = "owned"\n\n'
-                  '[model_providers.owned]\nname = "spear-fleet gateway"\n'
+    codex_toml = (f'model = "{model}"\nmodel_provider = "owned"\n'
+                  + (f"model_context_window = {window.context}\n" if window else "")
+                  + '\n[model_providers.owned]\nname = "spear-fleet gateway"\n'
                   f'base_url = "{v1}"\nenv_key = "{CODEX_KEY_ENV}"\n'
                   # Codex speaks only Responses; the gateway bridges it onto chat completions.
                   'wire_api = "responses"\n')
-    return {
+    # Codex 0.169 has no output-limit setting, and OpenHands 1.16's CLI reads only its model, URL
+    # and key from the environment (its window lives in its saved agent settings): neither sends
+    # a limit, and the gateway gives such a request its default (render.DEFAULT_MAX_TOKENS,
+    # which the window's max_output never exceeds).
+    entries: dict[str, dict[str, Any]] = {
         QWEN_CODE: {"env": {"OPENAI_BASE_URL": v1, "OPENAI_API_KEY": key, "OPENAI_MODEL": model},
                     "run": "qwen"},
         # OpenHands ignores these unless told to prefer them over its saved settings.
         OPENHANDS: {"env": {"LLM_MODEL": f"openai/{model}", "LLM_BASE_URL": v1,
                             "LLM_API_KEY": key},
                     "run": "openhands --override-with-envs"},
-        # ANTHROPIC_AUTH_TOKEN is sent as a bearer token, which the gateway's keys are.
+        # ANTHROPIC_AUTH_TOKEN is sent as a bearer token, which the gateway's keys are. The
+        # model has no thinking mode (seed 001): Claude Code asks for none.
         CLAUDE_CODE: {"env": {"ANTHROPIC_BASE_URL": gateway_url, "ANTHROPIC_AUTH_TOKEN": key,
-                              "ANTHROPIC_MODEL": model},
+                              "ANTHROPIC_MODEL": model, "CLAUDE_CODE_DISABLE_THINKING": "1"},
                       "run": "claude"},
         CODEX: {"env": {CODEX_KEY_ENV: key}, "run": "codex",
                 "file": {"path": CODEX_CONFIG, "content": codex_toml}},
     }
+    if window:
+        entries[QWEN_CODE]["file"] = {"path": QWEN_SETTINGS, "content": json.dumps(
+            {"model": {"generationConfig": {"contextWindowSize": window.context,
+                                            "samplingParams": {"max_tokens": window.max_output}}}},
+            indent=2) + "\n"}
+        # Claude Code takes an unknown model's window from this (else it assumes 1M tokens).
+        entries[CLAUDE_CODE]["env"].update({"CLAUDE_CODE_MAX_CONTEXT_TOKENS": str(window.context),
+                                            "CLAUDE_CODE_MAX_OUTPUT_TOKENS": str(window.max_output)})
+    for harness, entry in entries.items():
+        entry["version"] = versions[harness]
+        entry["install"] = install_command(harness, versions[harness])
+    return entries
 
 
 def shell_exports(entry: dict[str, Any]) -> str:
     """`export NAME=value` lines for eval, quoted for the shell."""
     return "".join(f"export {name}={shlex.quote(value)}\n" for name, value in entry["env"].items())
+
+
+# One non-interactive turn of each harness, as a developer's script would run it: the dialect
+# check a seat's test makes through the gateway. Every turn of these harnesses offers their own
+# tools, so the model may answer with a call, which the harness runs and answers in turn.
+TURN_PROMPT = "Read src/app.py and say in one line what it does."
+ONE_TURN = {
+    QWEN_CODE: ["qwen", "--approval-mode", "plan", TURN_PROMPT],
+    CLAUDE_CODE: ["claude", "-p", "--output-format", "json", TURN_PROMPT],
+    CODEX: ["codex", "exec", "--skip-git-repo-check", TURN_PROMPT],
+    OPENHANDS: ["openhands", "--headless", "--override-with-envs", "-t", TURN_PROMPT],
+}

@@ -66,6 +66,7 @@ RUNPOD_ENDPOINT = "spear:endpoints:RunPodEndpoint"
 REDS_ENDPOINT = "spear:endpoints:RedsEndpoint"
 GATEWAY = "spear:gateway:Gateway"
 VLLM_FLEET = "spear:vllm:VllmFleet"
+AGENT_SEATS = "spear:seats:AgentSeats"  # the agent seats in the fleet's sandbox namespace
 
 
 @dataclass(frozen=True)
@@ -74,8 +75,8 @@ class KubernetesType:
     type: str
 
 
-# The fleet's Kubernetes objects (components/vllm_fleet), as policies and the preview summary
-# match them.
+# The fleet's Kubernetes objects (components/vllm_fleet, components/agent_seats), as policies
+# and the preview summary match them.
 K8S_PROVIDER = "pulumi:providers:kubernetes"
 K8S_NAMESPACE = KubernetesType("kubernetes:core/v1:Namespace")
 K8S_SECRET = KubernetesType("kubernetes:core/v1:Secret")
@@ -85,4 +86,12 @@ K8S_PV = KubernetesType("kubernetes:core/v1:PersistentVolume")
 K8S_SERVICE = KubernetesType("kubernetes:core/v1:Service")
 K8S_DEPLOYMENT = KubernetesType("kubernetes:apps/v1:Deployment")
 K8S_JOB = KubernetesType("kubernetes:batch/v1:Job")
+# The other workloads, which the agent sandbox's policy judges wherever one runs there.
+K8S_POD = KubernetesType("kubernetes:core/v1:Pod")
+K8S_STATEFUL_SET = KubernetesType("kubernetes:apps/v1:StatefulSet")
+K8S_DAEMON_SET = KubernetesType("kubernetes:apps/v1:DaemonSet")
+K8S_REPLICA_SET = KubernetesType("kubernetes:apps/v1:ReplicaSet")
+K8S_CRON_JOB = KubernetesType("kubernetes:batch/v1:CronJob")
+K8S_WORKLOADS = (K8S_DEPLOYMENT, K8S_POD, K8S_STATEFUL_SET, K8S_DAEMON_SET, K8S_REPLICA_SET,
+                 K8S_JOB, K8S_CRON_JOB)
 K8S_NETWORK_POLICY = KubernetesType("kubernetes:networking.k8s.io/v1:NetworkPolicy")

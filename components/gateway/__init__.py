@@ -11,6 +11,7 @@ tunnel unit and a route. The Kubernetes fleet's tracks are routes at their Servi
 
 from __future__ import annotations
 
+import dataclasses
 import posixpath
 from dataclasses import dataclass
 from collections.abc import Mapping
@@ -177,6 +178,14 @@ class FleetRoutes:
         return {fleet_route(t.name): t.name for t in self.tracks}
 
 
+@dataclass(frozen=True)
+class HarnessPins:
+    """What every developer's harness wiring carries besides the key: the stack's harness
+    versions and what `coder` serves (render.coder_window)."""
+    versions: dict[str, str]
+    window: harness.Window | None
+
+
 @dataclass
 class DeveloperAccess:
     """What each developer leaves `up` with: a key on the gateway, and the seed's smoke test
@@ -184,12 +193,14 @@ class DeveloperAccess:
     keys: dict[str, GatewayKey]
     smoke_tests: dict[str, GatewaySmokeTest]
     harnesses: dict[str, pulumi.Output]
+    pins: HarnessPins
 
     @classmethod
     def make(cls, parent: pulumi.Resource, name: str, *, vantage: dict[str, Any], address: str,
              port: int, url: str, master_key: pulumi.Input[str], database: pulumi.Input[str],
              developers: dict[str, Developer], route_tracks: dict[str, str | None],
-             started_at: pulumi.Input[Any], after: list[pulumi.Resource]) -> DeveloperAccess:
+             harnesses: HarnessPins, started_at: pulumi.Input[Any],
+             after: list[pulumi.Resource]) -> DeveloperAccess:
         """`vantage`: {"connection": the gateway host's login} or {"cluster": its Service's}."""
         keys = {dev: GatewayKey(f"{name}-key-{dev}", GatewayKeyArgs(
             **vantage, address=address, port=port, master_key=master_key, developer=developer,
@@ -201,9 +212,10 @@ class DeveloperAccess:
             triggers={"started_at": started_at},
             routes=ring_routes(developers[dev].ring, route_tracks),
         ), pulumi.ResourceOptions(parent=parent, depends_on=[key])) for dev, key in keys.items()}
-        harnesses = {dev: pulumi.Output.secret(key.key).apply(
-            lambda k: harness.wiring(url, k, CODER_MODEL)) for dev, key in keys.items()}
-        return cls(keys, smoke_tests, harnesses)
+        wiring = {dev: pulumi.Output.secret(key.key).apply(
+            lambda k: harness.wiring(url, k, CODER_MODEL, harnesses.versions, harnesses.window))
+            for dev, key in keys.items()}
+        return cls(keys, smoke_tests, wiring, harnesses)
 
     def outputs(self) -> dict[str, Any]:
         return {
@@ -211,6 +223,9 @@ class DeveloperAccess:
             "served_by": {dev: test.served_by for dev, test in self.smoke_tests.items()},
             "keys": {dev: {"spend": key.spend, "budget_reset_at": key.budget_reset_at}
                      for dev, key in self.keys.items()},
+            # In clear (the wiring itself is a secret): a bump shows in the preview.
+            "harness_versions": self.pins.versions,
+            "served_window": dataclasses.asdict(self.pins.window) if self.pins.window else None,
         }
 
 
@@ -225,6 +240,7 @@ class GatewayArgs:
     # end on the gateway host.
     upstreams: dict[str, Endpoint]
     developers: dict[str, Developer]  # one virtual key each
+    harnesses: HarnessPins
     fleet: FleetRoutes | None = None  # when gateway.coder.upstreams names vllmFleet
 
 
@@ -385,9 +401,10 @@ class Gateway(pulumi.ComponentResource):
             url=url, master_key=args.master_key, database=database, developers=args.developers,
             route_tracks={**{endpoint: None for endpoint in args.upstreams},
                           **(fleet.route_tracks() if fleet else {})},
-            started_at=self.service.started_at, after=[self.service])
+            harnesses=args.harnesses, started_at=self.service.started_at, after=[self.service])
         self.harnesses = self.access.harnesses
 
+        self.pod_url = url  # a pod reaches it where it listens (agentSandbox.gateway allows it)
         self.outputs: dict[str, Any] = {
             "url": url,
             "ssh_host_key": self.host_key.outputs(),

@@ -24,7 +24,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 from pulumi.dynamic import ReadResult
 
-from components.gateway import DeveloperAccess, FleetRoutes
+from components.gateway import DeveloperAccess, FleetRoutes, HarnessPins
 from components.gateway import cluster_manifests as manifests
 from components.gateway.render import (DATABASE_URL_ENV, FRONTIER_KEY_ENV, HOSTS_DIR, config_facts,
                                        hatch_outputs,
@@ -55,6 +55,7 @@ class ClusterGatewayArgs:
     frontier_api_key: pulumi.Input[str]  # secret
     database_url: pulumi.Input[str]  # secret: the PostgreSQL every replica shares
     developers: dict[str, Developer]  # one virtual key each
+    harnesses: HarnessPins
     fleet: FleetRoutes
 
 
@@ -140,8 +141,11 @@ class ClusterGateway(pulumi.ComponentResource):
             port=cfg.port, url=url, master_key=args.master_key,
             database=pulumi.Output.secret(args.database_url).apply(content_digest),
             developers=args.developers, route_tracks=fleet.route_tracks(),
-            started_at=self.rollout.generation, after=[self.rollout, self.service])
+            harnesses=args.harnesses, started_at=self.rollout.generation, after=[self.rollout, self.service])
         self.harnesses = self.access.harnesses
+        # Where the cluster's own pods (the agent seats) reach it: the fixed cluster IP when the
+        # stack gives one, since a cluster without DNS resolves no Service name.
+        self.pod_url = f"http://{place.service_ip}:{cfg.port}" if place.service_ip else url
 
         self.outputs: dict[str, Any] = {
             "url": url,

@@ -15,8 +15,9 @@ from pathlib import Path
 
 import yaml
 
-from config.types import EXTERNAL_DATABASE, OFFLINE_ENGINE, Gateway, Hatch
-from spear.rules import (CODER_MODEL, FRONTIER_MODEL, HATCH_CALLBACK,
+from config.types import EXTERNAL_DATABASE, OFFLINE_ENGINE, FleetConfig, Gateway, Hatch
+from spear.harness import Window
+from spear.rules import (CODER_MODEL, FLEET_UPSTREAM, FRONTIER_MODEL, HATCH_CALLBACK,
                          tunnel_unit)
 
 HOSTS_DIR = Path(__file__).resolve().parents[2] / "hosts" / "gateway"
@@ -40,6 +41,42 @@ DATABASE_URL_ENV = "DATABASE_URL"
 
 
 DEFAULT_MAX_TOKENS = 4096
+
+
+def upstream_windows(config: FleetConfig) -> dict[str, int | None]:
+    """Each of `coder`'s upstreams -> the longest request (prompt and answer) it serves, as the
+    stack states it; None for a REDS endpoint this stack does not manage (its server was
+    started by hand: the stack does not know its window)."""
+    gateway = config.gateway
+    hosts = config.inference_hosts
+
+    def host_window(name: str) -> int:
+        server = hosts[name].server
+        return server.ctx_size // server.parallel  # llama-server splits its window among slots
+
+    windows: dict[str, int | None] = {}
+    for name in gateway.upstreams if gateway else ():
+        if name == FLEET_UPSTREAM:
+            windows[name] = config.vllm_fleet.vllm.max_model_len
+        elif name in hosts:
+            windows[name] = host_window(name)
+        elif name in config.runpod_pods:
+            windows[name] = config.runpod_pods[name].vllm.max_model_len
+        else:
+            managed = config.reds_endpoints[name].inference_host
+            windows[name] = host_window(managed) if managed else None
+    return windows
+
+
+def coder_window(config: FleetConfig) -> Window | None:
+    """What the harnesses are told `coder` serves: the smallest window among its upstreams
+    (the router may send any request to any of them), and an output limit that leaves three
+    quarters of it to the prompt, at most the gateway's default. None: no upstream's is known."""
+    known = [w for w in upstream_windows(config).values() if w is not None]
+    if not known:
+        return None
+    context = min(known)
+    return Window(context, min(DEFAULT_MAX_TOKENS, context // 4))
 
 
 def upstream_key_env(endpoint: str) -> str:
@@ -132,6 +169,10 @@ def render_config(gateway: Gateway, routes: list[Route], cache_salt_scope: str =
             "use_chat_completions_url_for_anthropic_messages": True,
             # From 1.108 LiteLLM answers 422 over budget; harnesses back off on 429.
             "budget_exceeded_status_code": 429,
+            # Else the router appends every coder error's fallback to its message ("Available
+            # Model Group Fallbacks=['frontier']", then the hatch's refusal of a client error):
+            # the developer read that the frontier was tried when it was not (issue 20).
+            "expose_router_debug_in_errors": False,
         },
         "environment_variables": {
             "SPEAR_HATCH_MONTHLY_CAP_USD": str(hatch.monthly_cap_usd),

@@ -13,16 +13,16 @@ from collections.abc import Mapping
 from typing import Any
 
 from config.checker import MISSING, Checker, get, map_names
-from config.schema import backends, developers, gateway, hosts, reds, runpod, vllm_fleet
+from config.schema import backends, developers, gateway, harnesses, hosts, reds, runpod, vllm_fleet
 from config.types import API_KEY_NAMES, VLLM_API_KEY, FleetConfig
 from spear.fleet import CANARY, STABLE
 from spear.rules import FLEET_UPSTREAM, GENERAL_RING, PILOT_RING
 
 TOP_KEYS = (backends.KEYS + hosts.KEYS + runpod.KEYS + reds.KEYS + gateway.KEYS
-            + developers.KEYS + vllm_fleet.KEYS)
+            + developers.KEYS + harnesses.KEYS + vllm_fleet.KEYS)
 # Keys whose value is an object (the loader reads them as JSON).
 OBJECT_KEYS = (backends.KEYS + hosts.KEYS + runpod.OBJECT_KEYS + reds.KEYS + gateway.OBJECT_KEYS
-               + developers.KEYS + vllm_fleet.OBJECT_KEYS)
+               + developers.KEYS + harnesses.KEYS + vllm_fleet.OBJECT_KEYS)
 
 
 def parse(raw: Mapping[str, Any], deployed_rollout: Any = None) -> FleetConfig:
@@ -60,7 +60,11 @@ def parse(raw: Mapping[str, Any], deployed_rollout: Any = None) -> FleetConfig:
         keyless=[name for name, endpoint in reds_endpoints.items() if endpoint.ssh.key is None])
     the_developers = developers.parse(check, get(raw, "developers"),
                                       has_gateway=get(raw, "gateway") is not MISSING)
-    fleet = vllm_fleet.parse(check, get(raw, "vllmFleet"), get(raw, "kubeconfig"), deployed_rollout)
+    harness_versions = harnesses.parse(check, get(raw, "harnesses"),
+                                       has_gateway=get(raw, "gateway") is not MISSING)
+    fleet = vllm_fleet.parse(check, get(raw, "vllmFleet"), get(raw, "kubeconfig"), deployed_rollout,
+                             developers=map_names(get(raw, "developers")),
+                             has_gateway=get(raw, "gateway") is not MISSING)
     if the_gateway and fleet and FLEET_UPSTREAM in the_gateway.upstreams and not fleet.service_ips:
         check.report("vllmFleet.serviceIPs", "nothing", "each track's Service IP (stable, and canary"
                      " with a canary), required while gateway.coder.upstreams names vllmFleet:"
@@ -71,7 +75,8 @@ def parse(raw: Mapping[str, Any], deployed_rollout: Any = None) -> FleetConfig:
     return FleetConfig(inference_hosts=inference_hosts, backends=backend_table,
                        runpod_pods=runpod_pods, api_keys={**api_keys, **gateway_keys},
                        reds_endpoints=reds_endpoints, gateway=the_gateway,
-                       developers=the_developers, vllm_fleet=fleet)
+                       developers=the_developers, harnesses=harness_versions,
+                       vllm_fleet=fleet)
 
 
 def _check_gate_keys(check: Checker, keys: Mapping[str, str], people: Mapping[str, Any]) -> None:

@@ -17,20 +17,22 @@ import json
 import os
 import re
 from pathlib import Path
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from config.checker import (DNS_LABEL, DNS_LABEL_TEXT, MISSING, NAME, Checker, api_url, get,
                             ip_address, relative_subdir, show)
 from config.types import (ACCESS_MODES, AMBIENT, AgentSandbox, Alerts, Canary,
                           EgressTarget, Kubeconfig, MemoryFloor, ModelCache,
-                          ModelFacts, PROMETHEUS_MODES, Prometheus, RolloutGate, ServingPair, Vllm,
-                          VllmFleet)
+                          ModelFacts, PROMETHEUS_MODES, Prometheus, RolloutGate, Seat, ServingPair,
+                          Vllm, VllmFleet)
 from config.schema.common import HF_REPO, SERVED_NAME, model_revision
 from spear import rollout_gate, trace
 from spear.fleet import CANARY, STABLE
+from spear.harness import HARNESSES
 from spear.rules import (CACHE_SALT_SCOPES, EGRESS_NETWORK_TEXT, IMAGE, IMAGE_DIGEST, IMAGE_TAG,
                          egress_network_problem, image_pin_problem)
+from spear.seats import IMAGE_DIGEST_TEXT, image_digest_problem
 from spear.vllm import (BYTES_PER_PARAMETER, GPU_MEMORY_UTILIZATION, TOOL_CALL_PARSER,
                         TOOL_CALL_PARSERS, memory_floor_problem, tool_parser_problem)
 
@@ -61,9 +63,12 @@ _KUBECONFIG_TEXT = (f"{AMBIENT} ($KUBECONFIG or ~/.kube/config of whoever runs p
 
 
 def parse(check: Checker, value: Any, kubeconfig_secret: Any,
-          deployed: tuple[rollout_gate.Pair, rollout_gate.Pair | None] | None = None) -> VllmFleet | None:
+          deployed: tuple[rollout_gate.Pair, rollout_gate.Pair | None] | None = None, *,
+          developers: Sequence[str] = (), has_gateway: bool = False) -> VllmFleet | None:
     """The fleet, or None when the stack declares none (or after its problems are recorded).
-    `deployed`: (stable, previous) as the stack's last update left them, None before the first."""
+    `deployed`: (stable, previous) as the stack's last update left them, None before the first.
+    `developers`: the names the stack declares under `developers` (a seat holds one's key);
+    `has_gateway`: whether it declares a gateway (a seat's harness reaches coder through it)."""
     if value is MISSING:
         if kubeconfig_secret is not MISSING:
             check.report("kubeconfig", "a secret", "nothing without vllmFleet (it is the fleet's"
@@ -116,7 +121,8 @@ def parse(check: Checker, value: Any, kubeconfig_secret: Any,
         vllm=vllm,
         cache_salt=_tenancy(check, f"{k}.tenancy", get(fleet, "tenancy")),
         model_cache=_model_cache(check, f"{k}.modelCache", get(fleet, "modelCache")),
-        agent_sandbox=_agent_sandbox(check, f"{k}.agentSandbox", get(fleet, "agentSandbox")),
+        agent_sandbox=_agent_sandbox(check, f"{k}.agentSandbox", get(fleet, "agentSandbox"),
+                                     developers, has_gateway),
         alerts=_alerts(check, f"{k}.observability", get(fleet, "observability")),
         prometheus=_prometheus(check, f"{k}.observability.prometheus",
                                get(fleet, "observability")),
@@ -281,23 +287,85 @@ def _network(value: str) -> str | None:
         return None
 
 
-def _agent_sandbox(check: Checker, key: str, value: Any) -> AgentSandbox | None:
+def _agent_sandbox(check: Checker, key: str, value: Any, developers: Sequence[str],
+                   has_gateway: bool) -> AgentSandbox | None:
     if value is MISSING:
         return None
     start = check.mark()
-    sandbox = check.obj(key, value, ("namespace", "gateway", "mirrors"))
+    sandbox = check.obj(key, value, ("namespace", "gateway", "mirrors", "seatImage", "seats"))
     if sandbox is None:
         return None
     mirrors = check.named_map(f"{key}.mirrors", get(sandbox, "mirrors"), "a package mirror",
                               required=False)
+    declared_seats = get(sandbox, "seats")
     result = AgentSandbox(
         namespace=check.pattern(f"{key}.namespace", get(sandbox, "namespace"), DNS_LABEL, DNS_LABEL_TEXT,
                                 default="agents"),
         gateway=_target(check, f"{key}.gateway", "gateway", get(sandbox, "gateway")),
         mirrors=tuple(_target(check, f"{key}.mirrors.{name}", name, item)
                       for name, item in (mirrors or {}).items()),
+        seat_image=_seat_image(check, f"{key}.seatImage", get(sandbox, "seatImage"),
+                               isinstance(declared_seats, Mapping) and bool(declared_seats)),
+        seats=_seats(check, f"{key}.seats", declared_seats, developers, has_gateway),
     )
     return result if check.clean_since(start) else None
+
+
+# A seat's name prefixes its Kubernetes objects (seat-<name>, seat-<name>-key) and labels them:
+# a DNS-1123 label once prefixed, so letters, digits and inner '-' only.
+_SEAT_NAME = re.compile(r"[a-z]([a-z0-9-]{0,29}[a-z0-9])?")
+_SEAT_NAME_TEXT = ("a seat name of lowercase letters, digits and inner '-', starting with a letter"
+                   " (at most 31; it names the seat's Kubernetes objects)")
+
+
+def _seat_image(check: Checker, key: str, value: Any, has_seats: bool) -> str | None:
+    """The harness image every seat runs, pinned by digest (spear/seats.py)."""
+    if value is MISSING:
+        if has_seats:
+            check.report(key, "nothing", f"{IMAGE_DIGEST_TEXT} (required with seats: the image"
+                         " that holds the harnesses)")
+        return None
+    problem = image_digest_problem(value)
+    if problem:
+        check.fail(key, value, f"{IMAGE_DIGEST_TEXT}: {problem}")
+        return None
+    return value
+
+
+def _seats(check: Checker, key: str, value: Any, developers: Sequence[str],
+           has_gateway: bool) -> dict[str, Seat]:
+    """The seats by name; every seat is checked even when the stack has no gateway, so that
+    every problem is reported at once."""
+    if value is MISSING:
+        return {}
+    if not isinstance(value, Mapping):
+        check.fail(key, value, "a map of seat name -> {developer, harness, workspaceSize}")
+        return {}
+    if value and not has_gateway:
+        check.report(key, "seats without a gateway", "seats only with `gateway` (each seat's"
+                     " harness reaches coder through it with its developer's virtual key)")
+    known = ", ".join(developers) if developers else "none is declared"
+    seats = {}
+    for name, item in value.items():
+        if not (isinstance(name, str) and _SEAT_NAME.fullmatch(name)):
+            check.report(f"{key}.{name}", "an invalid name", _SEAT_NAME_TEXT)
+            continue
+        start = check.mark()
+        seat = check.obj(f"{key}.{name}", item, ("developer", "harness", "workspaceSize"))
+        if seat is None:
+            continue
+        developer = check.text(f"{key}.{name}.developer", get(seat, "developer"),
+                               lambda v: v if v in developers else None,
+                               f"a developer declared under `developers` ({known}): the seat"
+                               " holds that developer's virtual key")
+        harness = check.choice(f"{key}.{name}.harness", get(seat, "harness"), HARNESSES)
+        size = check.pattern(f"{key}.{name}.workspaceSize", get(seat, "workspaceSize"), _QUANTITY,
+                             "a Kubernetes quantity, e.g. 10Gi (the working copy's limit)",
+                             default="10Gi")
+        if check.clean_since(start):
+            seats[name] = Seat(name=name, developer=developer, harness=harness,
+                               workspace_size=size)
+    return seats
 
 
 def _tool_call_parser(check: Checker, key: str, value: Any,

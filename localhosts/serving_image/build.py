@@ -43,9 +43,12 @@ CONFIG_PATH = "/etc/vllm-standin.json"
 # model under chatml would answer the tools prompt with its plain text (no-tool-call).
 STABLE_MODEL = "Qwen/Qwen3-Coder-Next-FP8"
 NO_TOOL_TEMPLATE_MODEL = "spear-fleet/tiny-no-tool-template"
-# What the tiny models are given at most, whatever --max-model-len says (their KV cache is
-# 512 bytes a token; the tools prompt is about 200 tokens, in each of the 2 slots).
-MAX_CTX = 4096
+# What the tiny models are given at most, whatever --max-model-len says: the local stack's
+# maxModelLen in each of the 2 slots (their KV cache is 512 bytes a token: 32 MiB).
+MAX_CTX = 65536
+# The tiny models' trained length and architecture: llama-server caps each slot at the trained
+# length unless told to stretch it (the stand-in then passes the YaRN flags serve.sh does).
+NATIVE = {"native_ctx": tiny_model.CONTEXT_LENGTH, "arch": "llama"}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -60,10 +63,11 @@ def standin_config(models: dict[str, Path]) -> dict:
         "llama_server": f"{LLAMA_DIR}/llama-server",
         "host": "0.0.0.0",
         "models": {
-            STABLE_MODEL: {"gguf": smoke, "flags": [], "max_ctx": MAX_CTX},
+            STABLE_MODEL: {"gguf": smoke, "flags": [], "max_ctx": MAX_CTX, **NATIVE},
             # chatml: a template without tools, so llama-server extracts no tool call.
             NO_TOOL_TEMPLATE_MODEL: {"gguf": f"{MODELS_DIR}/{models['no_tool_template'].name}",
-                                     "flags": ["--chat-template", "chatml"], "max_ctx": MAX_CTX},
+                                     "flags": ["--chat-template", "chatml"], "max_ctx": MAX_CTX,
+                                     **NATIVE},
         },
     }
 

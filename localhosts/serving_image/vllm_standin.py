@@ -24,7 +24,8 @@ GET /standin/requests (with the key) lists the last requests as
 /etc/vllm-standin.json says where llama-server is and which models it can serve:
   {"llama_server": path, "host": "0.0.0.0" (the pod's address; 127.0.0.1 where pods share the
    machine's network), "llama_port": optional (default --port + 1),
-   "models": {repo id: {"gguf": path, "flags": [extra llama-server flags], "max_ctx": n}}}
+   "models": {repo id: {"gguf": path, "flags": [extra llama-server flags], "max_ctx": n,
+                        "native_ctx": trained length, "arch": GGUF architecture}}}
 A model id it has no entry for is refused with the ids it knows.
 """
 
@@ -554,10 +555,18 @@ def main(argv):
                   served_model_name=served, max_model_len=max_model_len,
                   priority_scheduling=flags.get("--scheduling-policy") == "priority",
                   llama_port=llama_port)
-    ctx = min(max_model_len, int(entry.get("max_ctx", max_model_len)))
+    # vLLM serves max_model_len to each request; llama-server splits its window among its slots.
+    ctx = min(max_model_len * PARALLEL, int(entry.get("max_ctx", max_model_len * PARALLEL)))
     command = [config["llama_server"], "--model", entry["gguf"], "--alias", served, "--jinja",
                "--host", "127.0.0.1", "--port", str(llama_port), "--ctx-size", str(ctx),
                "--parallel", str(PARALLEL), *entry.get("flags", ())]
+    native = entry.get("native_ctx")
+    if native and max_model_len > native:
+        # A window past the model's trained length: as hosts/inference/serve.sh stretches it (a
+        # real model's config carries its own rope scaling, which vLLM reads).
+        command += ["--rope-scaling", "yarn", "--rope-scale", str(max_model_len / native),
+                    "--yarn-orig-ctx", str(native),
+                    "--override-kv", f"{entry['arch']}.context_length=int:{max_model_len}"]
     print(f"vllm (stand-in): serving {model} at {flags['--revision']} as {served} on"
           f" {front.server_address[0]}:{port} through llama-server on 127.0.0.1:{llama_port}",
           file=sys.stderr, flush=True)

@@ -2,7 +2,7 @@
 production", "How to maintain it")."""
 
 from policies.kubernetes import (agent_egress_default_deny, agent_egress_narrow,
-                                 api_key_from_secret, gpu_limit_matches_tp,
+                                 agent_seat_sandboxed, api_key_from_secret, gpu_limit_matches_tp,
                                  image_pinned, priority_scheduling, promotion_gate,
                                  vllm_forbidden_flags, vllm_probes, vllm_revision_pinned,
                                  vllm_tool_parser)
@@ -17,6 +17,7 @@ RULES = (
     api_key_from_secret,
     agent_egress_default_deny,
     agent_egress_narrow,
+    agent_seat_sandboxed,
     priority_scheduling,
     promotion_gate,
 )

@@ -73,7 +73,9 @@ def test_a_client_error_reaches_the_developer_unchanged_and_never_the_frontier(g
     with pytest.raises(ProxyError) as refused:
         ask(proxy, f"SPEAR-ANSWER-STATUS={status}")
     assert refused.value.status == status
-    assert f"told to answer {status}" in refused.value.body["error"]["message"]
+    message = refused.value.body["error"]["message"]
+    assert f"told to answer {status}" in message
+    assert FRONTIER_MODEL not in message  # nothing says the hatch was tried (issue 20)
     assert upstream.calls[-1].answered == status
     assert frontier.calls == calls
     assert escalations(proxy) == counted
@@ -187,8 +189,32 @@ def test_every_dialect_escalates_only_a_fleet_failure(gateway, route, status, es
         with pytest.raises(ProxyError) as refused:
             proxy.post(route, body, timeout=60)
         assert refused.value.status == status
+        assert FRONTIER_MODEL not in str(refused.value.body)
     assert frontier.calls == calls + (1 if escalates else 0)
     assert upstream.calls[-1].answered == status
+
+
+# What each harness sends unasked (issue 20): the model has no thinking mode, so the gateway
+# serves the request without the ask instead of LiteLLM's 400 UnsupportedParamsError.
+THINKING_ASKS = {
+    "openhands": ("/v1/chat/completions", {"reasoning_effort": "high", "max_tokens": 16,
+                                           "messages": [{"role": "user", "content": "hello"}]}),
+    "codex": ("/v1/responses", {"reasoning": {"effort": "medium", "summary": "auto"},
+                                "max_output_tokens": 16, "input": "hello"}),
+    "claude-code": ("/v1/messages", {"thinking": {"type": "enabled", "budget_tokens": 1024},
+                                     "max_tokens": 2048, "output_config": {"effort": "high"},
+                                     "messages": [{"role": "user", "content": "hello"}]}),
+}
+
+
+@pytest.mark.parametrize("harness", THINKING_ASKS)
+def test_a_harnesss_thinking_ask_is_served_without_it(gateway, harness):
+    proxy, upstream, frontier = gateway
+    route, body = THINKING_ASKS[harness]
+    answer = proxy.post(route, {"model": CODER_MODEL, **body}, timeout=60)
+    assert "SPEAR-UPSTREAM-OK" in str(answer)
+    sent = upstream.calls[-1].body
+    assert not {"reasoning_effort", "reasoning", "thinking"} & set(sent), sent
 
 
 def test_no_request_is_left_holding_budget_once_answered(gateway):

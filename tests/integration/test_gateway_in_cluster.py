@@ -6,7 +6,10 @@ fleet's serving image behind its Service, the real engine and pulumi-kubernetes.
 up runs migrate.sh as a Job, then two replicas that each proved the fleet's route before serving,
 makes every developer's key through the API server's proxy and answers each one's smoke test from
 the fleet's pod; a second up changes nothing; each replica serves with the keys of the shared
-database; a canary whose proof fails (the parser trap) stops the up at the first new pod, naming
+database; an agent seat per harness the seat image holds (localhosts/seat_image.py) runs sandboxed
+(user 1000, read-only root, no token, no capability, the key only in its environment) and its real
+harness completes a turn (a tool call, its result, an answer) through the gateway's cluster IP to the
+fleet, with the seat developer's key; a canary whose proof fails (the parser trap) stops the up at the first new pod, naming
 the probe, while the pods before it serve on; a key's budget holds across the replicas (requests alternating between them stop
 exactly where one ledger says the budget is spent, and a burst over both never overspends);
 destroy removes it all.
@@ -24,7 +27,9 @@ from typing import Any
 import pytest
 import yaml
 
-from localhosts import gateway_image, kubenode
+from components.hostops.waiting import wait_until
+from localhosts import gateway_image, kubebuild, kubenode, seat_image, tiny_model
+from spear.harness import ONE_TURN
 from spear_gateway.pricing import Prices, worst_case_usd
 from localhosts.engine import REPO, Project, engine_env, without_inference_hosts
 from localhosts.postgres import postgres_database
@@ -44,6 +49,7 @@ STABLE_IP, CANARY_IP, GATEWAY_IP = "10.96.100.40", "10.96.100.41", "10.96.100.42
 TRAP_MODEL = "spear-fleet/tiny-no-tool-template"
 REPLICAS = 2
 PORT = 4000
+SEAT_DEVELOPER = "sam"
 BUDGET = 10.0  # USD, for the two keys the budget tests spend
 # The budget tests' request, priced so that output is what costs: its worst case, 64 tokens at
 # $0.10, is 6.40 of the budget, and the fleet's answer of a few tokens a fraction of that, so
@@ -53,8 +59,14 @@ BODY = {"model": "coder", "max_tokens": 64,
 INPUT_USD_PER_MILLION, OUTPUT_USD_PER_MILLION = 0.001, 100_000.0
 PRICES = Prices(INPUT_USD_PER_MILLION / 1e6, OUTPUT_USD_PER_MILLION / 1e6)
 DEVELOPERS = {"ana": {"team": "platform", "maxBudget": 50},
+              # The seats' developer: a harness asks for up to the window's output (4096 tokens,
+              # $409.60 at the price above), which a budget must hold to admit it.
+              SEAT_DEVELOPER: {"team": "platform", "maxBudget": 5000},
               "dee": {"team": "platform", "maxBudget": BUDGET},
               "eve": {"team": "research", "maxBudget": BUDGET}}
+SANDBOX_NS = "agents-it"
+# One seat per harness the seat image holds (localhosts/seat_image.py: not OpenHands).
+SEATS = {f"{SEAT_DEVELOPER}-{h.split('-')[0]}": h for h in seat_image.HARNESSES}
 BUDGET_REFUSALS = {"spear_budget_exceeded", "budget_exceeded"}
 
 
@@ -78,8 +90,11 @@ def stand(kube_cluster, tmp_path_factory):
     """The stack, its database (on the node's address, so the pods reach it) and the cluster."""
     client = kube_cluster.client()
     clear(client, [FLEET_NS, GATEWAY_NS], [f"{FLEET_NS}-vllm-model-cache"])
+    clear(client, [SANDBOX_NS])
     gateway = gateway_config()
-    kubenode.import_images([gateway_image.ensure_image(gateway["litellm"]["version"]).archive])
+    seats = seat_image.ensure_image()
+    kubenode.import_images([gateway_image.ensure_image(gateway["litellm"]["version"]).archive,
+                            seats.archive])
     workdir = tmp_path_factory.mktemp("incluster")
     with postgres_database(also_listen=kubenode.NODE_IP, clients=kubenode.POD_CIDR) as db:
         project = without_inference_hosts(workdir, engine_env())
@@ -96,9 +111,15 @@ def stand(kube_cluster, tmp_path_factory):
                 "kubeconfig": str(kube_cluster.kubeconfig), "namespace": FLEET_NS,
                 "image": "localhost/spear-fleet/vllm-standin", "servedModelName": "qwen3-coder-next",
                 "stable": STABLE_PAIR, "replicas": 1, "tensorParallelSize": 2,
-                "maxModelLen": 4096, "serviceIPs": {"stable": STABLE_IP},
+                # A real harness's first turn is up to 13,538 tokens (docs/BENCHMARKS.md).
+                "maxModelLen": 32768, "serviceIPs": {"stable": STABLE_IP},
                 "modelCache": {"size": "1Gi", "hostPath": str(workdir / "model-cache"),
                                "accessMode": "ReadWriteOnce"},
+                "agentSandbox": {
+                    "namespace": SANDBOX_NS, "gateway": {"cidr": f"{GATEWAY_IP}/32", "ports": [PORT]},
+                    "seatImage": seat_image.pinned_ref(seats),
+                    "seats": {seat: {"developer": SEAT_DEVELOPER, "harness": harness}
+                              for seat, harness in SEATS.items()}},
             },
         })
         url = db.url.replace("@127.0.0.1:", f"@{kubenode.NODE_IP}:")
@@ -109,7 +130,8 @@ def stand(kube_cluster, tmp_path_factory):
         yield project, client, db
         down = project.destroy(STACK)
         assert down.ok, down.output[-6000:]
-        for path in (f"/api/v1/namespaces/{GATEWAY_NS}", f"/api/v1/namespaces/{FLEET_NS}"):
+        for path in (f"/api/v1/namespaces/{GATEWAY_NS}", f"/api/v1/namespaces/{FLEET_NS}",
+                     f"/api/v1/namespaces/{SANDBOX_NS}"):
             assert (client.get(path) or {}).get("status", {}).get("phase") in (None, "Terminating")
 
 
@@ -202,6 +224,65 @@ def test_each_replica_serves_with_the_keys_of_the_shared_database(stand):
         assert headers["x-litellm-model-id"] == "vllm-stable"
         assert answer["choices"][0]["message"]["content"] == "SPEAR-BACKEND-OK"
         assert ask(pod["status"]["podIP"], "sk-not-a-key")[0] == 401
+
+
+def in_seat(kubeconfig, seat: str, command: list[str], timeout: float = 60) -> subprocess.CompletedProcess:
+    """`command` run in the seat's harness container, as a developer's `kubectl exec` runs it."""
+    return subprocess.run([str(kubebuild.kubernetes().path("kubectl")), "--kubeconfig", str(kubeconfig),
+                           "-n", SANDBOX_NS, "exec", f"deploy/seat-{seat}", "-c", "harness", "--",
+                           *command], capture_output=True, text=True, timeout=timeout)
+
+
+def fleet_requests(db, developer: str) -> int:
+    """The requests LiteLLM logged for the developer's key that the fleet's stable track served."""
+    return int(db.psql('SELECT count(*) FROM "LiteLLM_SpendLogs" s JOIN "LiteLLM_VerificationToken"'
+                       " t ON t.token = s.api_key WHERE t.metadata->>'developer' = "
+                       f"'{developer}' AND s.model_id = 'vllm-stable'"))
+
+
+# What a seat runs with, read inside it: its user and group, whether the root and the working copy
+# take a new file, a service account token, its effective capabilities.
+SANDBOX_PROBE = ("id -u; id -g; (touch /opt/probe 2>/dev/null && echo root-writable) || echo root-read-only;"
+                 " (touch /workspace/probe && echo workspace-writable) || echo workspace-read-only;"
+                 " (ls /var/run/secrets/kubernetes.io >/dev/null 2>&1 && echo token) || echo no-token;"
+                 " grep CapEff /proc/self/status")
+
+
+def test_each_seat_runs_as_user_1000_on_a_read_only_root_with_no_token_and_only_its_key(stand, kube_cluster):
+    project, client, _ = stand
+    outputs = project.outputs(STACK)["seats"]
+    key = keys(project)[SEAT_DEVELOPER]
+    assert set(outputs) == set(SEATS)
+    for seat, harness in SEATS.items():
+        probe = in_seat(kube_cluster.kubeconfig, seat, ["sh", "-c", SANDBOX_PROBE])
+        assert probe.returncode == 0, probe.stderr
+        assert probe.stdout.split("\n")[:5] == ["1000", "1000", "root-read-only", "workspace-writable",
+                                                 "no-token"], probe.stdout
+        assert probe.stdout.split("\n")[5].split() == ["CapEff:", "0000000000000000"], probe.stdout
+        # The key reaches the seat as an environment variable from its Secret, and nowhere else.
+        env = in_seat(kube_cluster.kubeconfig, seat, ["env"]).stdout
+        assert sum(line.endswith(f"={key}") for line in env.splitlines()) == 1, seat
+        [pod] = client.get(f"/api/v1/namespaces/{SANDBOX_NS}/pods?labelSelector="
+                           f"spear-fleet%2Fseat%3D{seat}")["items"]
+        assert key not in json.dumps(pod["spec"])
+        # The harness the stack pins, at that version, is the one in the seat.
+        version = in_seat(kube_cluster.kubeconfig, seat, [ONE_TURN[harness][0], "--version"])
+        assert outputs[seat]["version"] in version.stdout, (seat, version.stdout, version.stderr)
+
+
+def test_each_real_harness_completes_a_turn_in_its_seat_through_the_gateway_to_the_fleet(
+        stand, kube_cluster):
+    project, _, db = stand
+    for seat, harness in SEATS.items():
+        in_seat(kube_cluster.kubeconfig, seat, ["sh", "-c", "mkdir -p src && echo 'print(42)' > src/app.py"])
+        before = fleet_requests(db, SEAT_DEVELOPER)
+        turn = in_seat(kube_cluster.kubeconfig, seat, ONE_TURN[harness], timeout=900)
+        assert turn.returncode == 0, (seat, turn.stdout[-3000:], turn.stderr[-3000:])
+        # At least two requests served by the fleet: the model's tool call, then its answer after
+        # the harness sent the call's result (LiteLLM writes its spend logs a few seconds later).
+        assert wait_until(lambda: fleet_requests(db, SEAT_DEVELOPER) >= before + 2, 120), \
+            (seat, fleet_requests(db, SEAT_DEVELOPER) - before, turn.stdout[-3000:])
+        assert tiny_model.SMOKE_ANSWER in turn.stdout, (seat, turn.stdout[-3000:])
 
 
 def test_a_canary_whose_proof_fails_stops_the_up_and_the_proven_pods_serve_on(stand):

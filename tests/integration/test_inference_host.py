@@ -11,6 +11,7 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import re
 import subprocess
 import tarfile
 import time
@@ -207,8 +208,8 @@ def main_args(ssh: Session) -> list[str]:
 
 def test_refresh_notices_a_server_restarted_by_hand_with_other_settings_and_up_restarts_it(project, ssh):
     conf = ssh.read("/opt/spear/config/server.conf")
-    assert "SPEAR_SERVER_CTX=512" in conf
-    ssh.write("/opt/spear/config/server.conf", conf.replace("SPEAR_SERVER_CTX=512", "SPEAR_SERVER_CTX=384"))
+    ctx = re.search(r"^SPEAR_SERVER_CTX=(\d+)$", conf, re.M).group(1)  # the stack's
+    ssh.write("/opt/spear/config/server.conf", conf.replace(f"SPEAR_SERVER_CTX={ctx}", "SPEAR_SERVER_CTX=384"))
     ssh.run(f"systemctl restart {UNIT} && for i in $(seq 120); do"
             f" curl -fs http://127.0.0.1:{SERVER_PORT}/health >/dev/null && exit 0; sleep 0.5; done; exit 1")
     args = main_args(ssh)
@@ -221,7 +222,7 @@ def test_refresh_notices_a_server_restarted_by_hand_with_other_settings_and_up_r
     assert update.ok, update.output
     assert update.ops()["local-unit"] == "update"
     args = main_args(ssh)
-    assert args[args.index("--ctx-size") + 1] == "512"
+    assert args[args.index("--ctx-size") + 1] == ctx
     assert ssh.read("/opt/spear/config/server.conf") == conf
     assert host_outputs(project)["smoke_test"] == SMOKE
 

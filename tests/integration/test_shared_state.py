@@ -14,6 +14,7 @@ import time
 
 import pytest
 
+from components.hostops.waiting import wait_until
 from localhosts import s3_server
 from localhosts.engine import Project, engine_env
 from tests.support import faults
@@ -118,7 +119,9 @@ def test_an_up_killed_mid_update_leaves_its_lock_which_pulumi_cancel_clears(proj
     set_round(project, 3, 20)
     update = project.start_up(STACK)
     wait_for_lock(s3)
-    time.sleep(3)  # the step is in flight
+    # The step is in flight once the state says so (a loaded machine may take seconds to start it).
+    assert wait_until(lambda: project.pending_operations(STACK), 120, interval=0.5), \
+        "the update never started its step"
     faults.kill_engine(update)
     assert [op["type"] for op in project.pending_operations(STACK)] == ["updating"]
     locked = project.pulumi("up", "--stack", STACK, "--yes", "--skip-preview", check=False)

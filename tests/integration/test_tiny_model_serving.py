@@ -72,3 +72,21 @@ def test_the_two_prompts_end_with_the_two_trigger_tokens(served):
         assert prompt.endswith("<|im_start|>assistant" + trigger)
         (trigger_token,) = tokenize(trigger)
         assert tokenize(prompt)[-1] == trigger_token
+
+
+def test_after_a_tools_result_the_scripted_model_answers_in_text_so_a_harness_turn_ends(served):
+    """A harness sends the call's result back with the tools still offered: the prompt then ends as
+    a plain chat's does, and the model gives its own answer instead of calling again."""
+    answer, base = served
+    call = {"id": "call-1", "type": "function",
+            "function": {"name": "read_file", "arguments": json.dumps({"path": "src/app.py"})}}
+    body = {"messages": [{"role": "user", "content": "Read src/app.py and summarise it."},
+                         {"role": "assistant", "content": "", "tool_calls": [call]},
+                         {"role": "tool", "tool_call_id": "call-1", "content": "print(42)\n"}],
+            "tools": [READ_FILE_TOOL], "max_tokens": 64}
+    prompt = request(f"{base}/apply-template", body)["prompt"]
+    assert prompt.endswith("<|im_start|>assistant" + tiny_model.TRIGGER_TEXT)
+    if answer == tiny_model.SMOKE_ANSWER:  # the parser trap says its markup to everything
+        choice = request(f"{base}/v1/chat/completions", body)["choices"][0]
+        assert (choice["finish_reason"], choice["message"]["content"]) == ("stop", answer)
+        assert not choice["message"].get("tool_calls")

@@ -178,6 +178,23 @@ def fleet_raw(**fleet: Any) -> dict[str, Any]:
     return {**raw, "vllmApiKey": "sk-vllm-test"}
 
 
+# prod with its commented gateway and developers, the test fleet, and the seat `ana-codex`: ana's
+# key in a sandboxed pod running Codex (the seat image pinned by digest).
+SEAT_IMAGE = "registry.example.com/spear/seat:2026.07@sha256:" + "3c" * 32
+SEATS = ("vllmFleet", "agentSandbox", "seats")
+SEAT_SECRETS = [*GATEWAY_SECRETS, "spear-fleet:vllmApiKey"]
+
+
+def seats_raw(**seats: Any) -> dict[str, Any]:
+    """gateway_raw() with the test fleet and vLLM's key, and in its sandbox the seat image and
+    `seats` (default: ana's Codex seat)."""
+    raw = gateway_raw()
+    raw["vllmFleet"] = copy.deepcopy(VLLM_FLEET)
+    raw["vllmFleet"]["agentSandbox"].update(seatImage=SEAT_IMAGE, seats=copy.deepcopy(
+        seats or {"ana-codex": {"developer": "ana", "harness": "codex"}}))
+    return {**raw, "vllmApiKey": "sk-vllm-test"}
+
+
 def promoted_raw(gate: dict[str, Any] | None = None) -> dict[str, Any]:
     """The fleet after the canary was promoted: stable is the canary's pair, previous the old one;
     `gate`: its rolloutGate (tests/support/gate_records.py::gate_config)."""

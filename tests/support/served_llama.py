@@ -16,7 +16,8 @@ from components.hostops.waiting import wait_until
 from localhosts.llama_build import local_stack_llama_server
 from localhosts.processes import stop
 
-# As the local stack runs it (a q8_0 KV cache needs flash attention on the CPU build).
+# As the local stack runs it (a q8_0 KV cache needs flash attention on the CPU build), in a small
+# window: these tests' prompts are short, and the stack's 32768 would need its YaRN flags too.
 SERVER_FLAGS = ("--ctx-size", "512", "--cache-type-k", "q8_0", "--cache-type-v", "q8_0",
                 "--flash-attn", "on")
 HEALTHY_WITHIN = 60.0

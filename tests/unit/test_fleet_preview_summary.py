@@ -1,19 +1,21 @@
 """The preview summary names the vLLM fleet's changes: a stable bump as a rolling update with the
 pair old -> new, a new canary against the stable pair it tests, a replica change as a scale; the
-API key Secret and the kubeconfig are never shown. Steps are shaped like the engine's, with the
-fleet's own manifests as their inputs (tests/integration has the same on real previews)."""
+API key Secret and the kubeconfig are never shown; an agent seat by its harness version, its key
+never shown. Steps are shaped like the engine's, with the fleet's own manifests as their inputs
+(tests/integration has the same on real previews)."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from components.agent_seats import manifests as seat_manifests
 from components.vllm_fleet import manifests
 from config.schema import parse
 from spear import tokens
 from spear.fleet import CANARY, STABLE
 from review.kinds import ROLLING_UPDATE, SCALE
 from review.summary import summarize
-from tests.support.config_cases import CANARY_PAIR, fleet_raw
+from tests.support.config_cases import CANARY_PAIR, fleet_raw, seats_raw
 
 KUBECONFIG = "apiVersion: v1\nclusters: [{cluster: {server: https://k8s.internal}}]\n"
 
@@ -93,3 +95,36 @@ def test_without_the_unchanged_stable_step_the_canary_is_compared_with_the_rollo
         step("create", DEPLOYMENT, "vllm-canary", None, canary)]}, None)
     assert "  - canary: v0.24.0 -> v0.25.0, revision da6e2ed -> 1234567\n" in text
     assert "**rollout ConfigMap** (`vllm-rollout`)" in text
+
+
+# The agent seats (components/agent_seats): named by their seat, a harness bump read as its
+# version old -> new, the key never shown.
+
+def seat(codex: str = "0.169.0") -> dict[str, dict[str, Any]]:
+    """ana's Codex seat's Deployment and key Secret, with the stack's codex version."""
+    cfg = parse({**seats_raw(), "harnesses": {"codex": codex}})
+    sandbox = cfg.vllm_fleet.agent_sandbox
+    ana = sandbox.seats["ana-codex"]
+    entry = seat_manifests.wiring(ana, "http://10.20.0.10:4000", cfg.harnesses, None)
+    return {"deployment": seat_manifests.deployment(sandbox, ana, entry),
+            "secret": seat_manifests.key_secret(sandbox, ana)}
+
+
+def test_a_harness_bump_rolls_the_seat_naming_the_version_and_the_working_copy_it_loses():
+    text = summarize({"steps": [step("update", DEPLOYMENT, "seat-ana-codex",
+                                     seat()["deployment"], seat("0.170.0")["deployment"])]}, None)
+    assert text.startswith(f"### `prod`: {ROLLING_UPDATE}\n")
+    assert f"- **agent seat ana-codex Deployment** (`seat-ana-codex`): **{ROLLING_UPDATE}**" in text
+    assert "  - codex: 0.169.0 -> 0.170.0\n" in text
+    assert "  - the seat's pod is made anew: its working copy (/workspace) starts empty\n" in text
+
+
+def test_a_new_seat_says_whose_it_is_and_its_key_is_never_shown():
+    old_key = {**seat()["secret"], "stringData": {"key": "sk-ana-OLD"}}
+    new_key = {**seat()["secret"], "stringData": {"key": "sk-ana-NEW"}}
+    text = summarize({"steps": [
+        step("create", DEPLOYMENT, "seat-ana-codex", None, seat()["deployment"]),
+        step("update", tokens.K8S_SECRET.type, "seat-ana-codex-key", old_key, new_key)]}, None)
+    assert "  - codex 0.169.0 for ana, registry.example.com/spear/seat:2026.07@sha256:" in text
+    assert "**agent seat ana-codex key Secret** (`seat-ana-codex-key`)" in text
+    assert "sk-ana" not in text

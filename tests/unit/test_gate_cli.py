@@ -8,10 +8,12 @@ from __future__ import annotations
 import json
 import os
 import stat
+from pathlib import Path
 
 import pytest
 
 from gate import run as gate_run
+from gate.stack import GateStack
 from tests.support import gate_records as records
 
 
@@ -58,3 +60,13 @@ def test_a_stack_without_a_gate_is_refused_naming_what_is_missing(pulumi_says, c
     err = capsys.readouterr().err
     assert "spear-fleet:vllmFleet.rolloutGate.policy: got nothing; allowed: an object with keys alpha," in err
     assert "spear-fleet:vllmFleet.rolloutGate.records: got nothing; allowed: the records folder" in err
+
+
+def test_the_candidates_pin_holds_the_harness_versions_the_stack_pins():
+    stack = GateStack(policy=None, records=Path("records"), tasks=(), arrivals=(),
+                      canary={"tag": "v0.25.0", "model": "m", "revision": "r"}, gateway_url="",
+                      keys={}, key_owners={}, installed_version="1.91.1",
+                      harness_versions={"qwen-code": "0.24.4", "codex": "0.169.0"})
+    pin = stack.candidate_pin(None)
+    assert pin.harness_versions == (("codex", "0.169.0"), ("qwen-code", "0.24.4"))
+    assert pin.gateway_version == "1.91.1"

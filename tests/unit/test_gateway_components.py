@@ -68,6 +68,8 @@ class Program:
     inputs: dict[str, dict[str, Any]]  # secrets unwrapped
     secret_outputs: dict[str, list[str]]
     secret: dict[str, bool] = field(default_factory=dict)  # which outputs are secret
+    # What the stack exports of the harnesses: each developer's wiring, the gateway's versions.
+    exported: dict[str, Any] = field(default_factory=dict)
 
 
 def run_program(raw: dict[str, Any], secret_keys: list[str] = SECRETS) -> Program:
@@ -76,13 +78,19 @@ def run_program(raw: dict[str, Any], secret_keys: list[str] = SECRETS) -> Progra
     pulumi.runtime.set_mocks(mocks, project="spear-fleet", stack="local", monitor=monitor)
     pulumi.runtime.set_all_config(engine_config(raw), secret_keys)
     secret: dict[str, bool] = {}
+    exported: dict[str, Any] = {}
 
     @pulumi.runtime.test
     def program():
         gateway = runpy.run_path(str(REPO / "__main__.py"))["gateway"]
         outputs = {f"harnesses:{dev}": wiring for dev, wiring in gateway.harnesses.items()}
-        return pulumi.Output.all(*(o.is_secret() for o in outputs.values())).apply(
-            lambda flags: secret.update(zip(outputs, flags)))
+        values = {**outputs, "harness_versions": gateway.outputs["harness_versions"],
+                  "served_window": gateway.outputs["served_window"]}
+        return pulumi.Output.all(
+            pulumi.Output.all(*(o.is_secret() for o in outputs.values())).apply(
+                lambda flags: secret.update(zip(outputs, flags))),
+            pulumi.Output.all(*values.values()).apply(
+                lambda got: exported.update(zip(values, got))))
 
     try:
         program()
@@ -91,7 +99,7 @@ def run_program(raw: dict[str, Any], secret_keys: list[str] = SECRETS) -> Progra
     return Program({n: a.typ for n, a in mocks.resources.items()},
                    {n: a.inputs for n, a in mocks.resources.items()},
                    {n: plain(a.inputs) for n, a in mocks.resources.items()},
-                   monitor.secret_outputs, secret)
+                   monitor.secret_outputs, secret, exported)
 
 
 def is_secret(value: Any) -> bool:
@@ -199,6 +207,22 @@ def test_a_litellm_version_bump_replaces_the_install_and_restarts_the_proxy(loca
     assert triggers[1]["install_key"] == new["gateway-litellm"]["install_key"]
     # The config file's only change is a recorded fact: its content, and so its write, is the same.
     assert RemoteFileProvider().diff("", old["gateway-config"], new["gateway-config"]).changes is False
+
+
+def test_a_harness_version_bump_changes_the_exported_versions_and_wiring_and_no_resource(local):
+    bumped = run_program(edited(lambda raw: raw["harnesses"].update(codex="0.170.0")))
+    assert changed(local, bumped) == {}
+    assert bumped.exported["harness_versions"] == {**local.exported["harness_versions"],
+                                                   "codex": "0.170.0"}
+    assert bumped.exported["harnesses:ana"]["codex"]["install"] == "npm install -g @openai/codex@0.170.0"
+    assert local.exported["harnesses:ana"]["codex"]["install"] == "npm install -g @openai/codex@0.169.0"
+
+
+def test_every_harness_is_told_the_window_the_local_stack_serves(local):
+    # The inference host's ctxSize 32768 in its one slot, the fleet's maxModelLen 32768.
+    assert local.exported["served_window"] == {"context": 32768, "max_output": 4096}
+    claude = local.exported["harnesses:ana"]["claude-code"]["env"]
+    assert claude["CLAUDE_CODE_MAX_CONTEXT_TOKENS"] == "32768"
 
 
 def test_a_config_only_change_rewrites_config_yaml_and_restarts_nothing_else_moves(local):

@@ -16,7 +16,8 @@ from config.types import (EXTERNAL_DATABASE, FRONTIER_API_KEY, GATEWAY_MASTER_KE
 from tests.support.config_cases import (DELETE, FRONTIER_KEY, GATEWAY, GATEWAY_SECRETS as SECRETS,
                                         MASTER_KEY, allowed_for, changed, gateway_raw,
                                         problem_line, reds_raw, repeated_cases, run_program)
-from tests.support.stack_files import engine_config, prod_raw
+from spear import harness
+from tests.support.stack_files import engine_config, prod_raw, stack_raw
 
 ANA = ("developers", "ana")
 DATABASE_URL = "postgresql://litellm:pw-SECRET@db.internal:5432/litellm"
@@ -144,6 +145,18 @@ BAD = [
      "developers", "developers only with `gateway` (their keys live there)"),
     ("secret-without-gateway", {**prod_raw(), "gatewayMasterKey": MASTER_KEY},
      GATEWAY_MASTER_KEY, "set only with `gateway`"),
+    ("harness-version-range", {**gateway_raw(), "harnesses": {"codex": "^0.169.0"}},
+     "harnesses.codex", "an exact version such as 1.2.3 or 1.2.3-beta.1 (no range, tag or"),
+    ("harness-version-tag", {**gateway_raw(), "harnesses": {"claude-code": "latest"}},
+     "harnesses.claude-code", "'latest': the stack pins what developers run)"),
+    ("harness-version-number", {**gateway_raw(), "harnesses": {"openhands": 1.16}},
+     "harnesses.openhands", "an exact version such as 1.2.3"),
+    ("harness-unknown", {**gateway_raw(), "harnesses": {"cursor": "1.0.0"}},
+     "harnesses.cursor", "one of qwen-code, openhands, claude-code, codex"),
+    ("harnesses-not-an-object", {**gateway_raw(), "harnesses": "0.24.4"},
+     "harnesses", "an object with keys qwen-code, openhands, claude-code, codex"),
+    ("harnesses-without-gateway", {**prod_raw(), "harnesses": {"codex": "0.169.0"}},
+     "harnesses", "harnesses only with `gateway` (the harnesses are wired to it)"),
 ]
 
 
@@ -155,6 +168,18 @@ def test_bad_value_is_refused_naming_key_and_allowed(mocks, raw, key, allowed):
 
 def test_no_two_bad_gateway_cases_share_an_id_or_a_refusal():
     assert repeated_cases(BAD) == []
+
+
+def test_each_harness_takes_the_stacks_exact_version_and_the_others_their_default():
+    cfg = parse({**gateway_raw(), "harnesses": {"codex": "0.170.0", "qwen-code": "0.25.0-preview.1"}})
+    assert cfg.harnesses == {**harness.DEFAULT_VERSIONS, "codex": "0.170.0",
+                             "qwen-code": "0.25.0-preview.1"}
+    assert parse(gateway_raw()).harnesses == harness.DEFAULT_VERSIONS
+
+
+def test_the_local_stack_pins_every_harness_at_the_measured_version():
+    assert parse(stack_raw("local")).harnesses == {"qwen-code": "0.24.4", "claude-code": "2.1.328",
+                                              "codex": "0.169.0", "openhands": "1.16.0"}
 
 
 def test_the_prod_example_parses_to_the_gateway_and_its_developers():

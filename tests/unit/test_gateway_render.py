@@ -9,13 +9,16 @@ import dataclasses
 import pytest
 import yaml
 
-from components.gateway.render import (DATABASE_URL_ENV, FRONTIER_KEY_ENV, MASTER_KEY_ENV, Route, hatch_outputs,
+from components.gateway.render import (DATABASE_URL_ENV, DEFAULT_MAX_TOKENS, FRONTIER_KEY_ENV,
+                                       MASTER_KEY_ENV, Route, coder_window, hatch_outputs,
                                        render_config, render_env, render_tunnel_unit, render_unit,
-                                       upstream_key_env)
+                                       upstream_key_env, upstream_windows)
 from config.schema import parse
 from config.types import EXTERNAL_DATABASE, OFFLINE_ENGINE, GatewayDatabase, Hatch, Pricing
 from spear.rules import CODER_MODEL, FRONTIER_MODEL, GATEWAY_UNIT, HATCH_CALLBACK, SYSTEM_SLICE
-from tests.support.config_cases import FRONTIER_KEY, MASTER_KEY, gateway_raw
+from spear.harness import Window
+from tests.support.config_cases import FRONTIER_KEY, MASTER_KEY, changed, gateway_raw, reds_raw
+from tests.support.stack_files import stack_raw
 
 MODEL = "/opt/spear/models/gguf/Qwen3-Coder-Next-Q8_0-00001-of-00004.gguf"
 GATEWAY = parse(gateway_raw()).gateway
@@ -64,6 +67,12 @@ def test_no_secret_text_anywhere_in_config_yaml():
     assert general == {"master_key": f"os.environ/{MASTER_KEY_ENV}",
                        "database_url": f"os.environ/{DATABASE_URL_ENV}",
                        "enforce_fallback_model_access": False}
+
+
+def test_a_coder_error_names_no_fallback_the_hatch_never_tried():
+    # LiteLLM appends "Available Model Group Fallbacks=['frontier']" and the hatch's refusal of
+    # a client error to the developer's message unless told not to (issue 20).
+    assert rendered()["litellm_settings"]["expose_router_debug_in_errors"] is False
 
 
 def test_budget_exceeded_answers_429_and_responses_are_bridged():
@@ -153,3 +162,35 @@ def test_the_hatchs_outputs_name_the_provider_limit_at_the_cap():
     assert out["provider_limit"] == ("set the monthly spend limit of frontierApiKey's account at"
                                      " https://api.anthropic.com to 200 USD (it cannot be set"
                                      " from here)")
+
+
+def over_reds_endpoints(*upstreams: str) -> dict:
+    """prod's gateway over its two REDS endpoints (`near` is the managed host's server, `box`
+    one started by hand), coder routing to `upstreams`."""
+    raw = {**reds_raw(), **{k: v for k, v in gateway_raw().items() if k not in reds_raw()}}
+    raw["sshPrivateKeys"]["gateway"] = raw["sshPrivateKeys"]["box"] = \
+        gateway_raw()["sshPrivateKeys"]["gateway"]
+    return changed(raw, ("gateway", "coder", "upstreams"), list(upstreams))
+
+
+def test_the_served_window_is_the_smallest_per_request_window_among_coders_upstreams():
+    raw = stack_raw("local")
+    raw = changed(raw, ("inferenceHosts", "local", "server", "ctxSize"), 8192)
+    raw = changed(raw, ("inferenceHosts", "local", "server", "parallel"), 2)
+    raw = changed(raw, ("vllmFleet", "maxModelLen"), 32768)
+    cfg = parse(raw)
+    # llama-server splits its window among its slots; vLLM serves max_model_len per request.
+    assert upstream_windows(cfg) == {"local": 4096, "vllmFleet": 32768}
+    assert coder_window(cfg) == Window(context=4096, max_output=1024)
+
+
+def test_the_output_limit_is_the_gateways_default_once_the_window_is_four_times_it():
+    cfg = parse(over_reds_endpoints("near"))
+    assert upstream_windows(cfg) == {"near": 524288}  # prod's managed host: ctx 524288, 1 slot
+    assert coder_window(cfg) == Window(context=524288, max_output=DEFAULT_MAX_TOKENS)
+
+
+def test_a_reds_server_started_by_hand_has_no_window_the_stack_knows():
+    assert upstream_windows(parse(over_reds_endpoints("near", "box")))["box"] is None
+    assert coder_window(parse(over_reds_endpoints("near", "box"))).context == 524288
+    assert coder_window(parse(over_reds_endpoints("box"))) is None

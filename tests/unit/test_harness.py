@@ -1,20 +1,34 @@
 """Harness wiring (spear/harness.py, seed 001 step 6): each harness gets exactly the seed's
-variables in its own dialect, all asking for `coder` with the developer's key."""
+variables in its own dialect, all asking for `coder` with the developer's key, the window the
+gateway serves, and the install command of the stack's version."""
 
 from __future__ import annotations
 
+import json
 import tomllib
 
 from spear import harness
 
 URL = "http://127.0.0.1:4000"
 KEY = "sk-ana-virtual-key"
-WIRING = harness.wiring(URL, KEY, "coder")
+VERSIONS = {harness.QWEN_CODE: "0.24.5", harness.OPENHANDS: "1.16.1",
+            harness.CLAUDE_CODE: "2.1.329", harness.CODEX: "0.170.0"}
+WINDOW = harness.Window(context=32768, max_output=4096)
+WIRING = harness.wiring(URL, KEY, "coder", VERSIONS, WINDOW)
+BARE = harness.wiring(URL, KEY, "coder", VERSIONS, None)
 
 
 def test_qwen_code_gets_the_openai_variables():
     assert WIRING[harness.QWEN_CODE]["env"] == {
         "OPENAI_BASE_URL": f"{URL}/v1", "OPENAI_API_KEY": KEY, "OPENAI_MODEL": "coder"}
+
+
+def test_qwen_code_is_told_the_served_window_and_output_limit_in_its_settings_file():
+    file = WIRING[harness.QWEN_CODE]["file"]
+    assert file["path"] == "~/.qwen/settings.json"
+    assert json.loads(file["content"]) == {"model": {"generationConfig": {
+        "contextWindowSize": 32768, "samplingParams": {"max_tokens": 4096}}}}
+    assert KEY not in file["content"]
 
 
 def test_openhands_gets_the_litellm_prefixed_model_and_runs_with_override_with_envs():
@@ -24,9 +38,11 @@ def test_openhands_gets_the_litellm_prefixed_model_and_runs_with_override_with_e
     assert entry["run"] == "openhands --override-with-envs"
 
 
-def test_claude_code_gets_the_bearer_token_and_the_base_url_without_v1():
+def test_claude_code_gets_the_bearer_token_the_base_url_without_v1_and_the_window():
     assert WIRING[harness.CLAUDE_CODE]["env"] == {
-        "ANTHROPIC_BASE_URL": URL, "ANTHROPIC_AUTH_TOKEN": KEY, "ANTHROPIC_MODEL": "coder"}
+        "ANTHROPIC_BASE_URL": URL, "ANTHROPIC_AUTH_TOKEN": KEY, "ANTHROPIC_MODEL": "coder",
+        "CLAUDE_CODE_DISABLE_THINKING": "1", "CLAUDE_CODE_MAX_CONTEXT_TOKENS": "32768",
+        "CLAUDE_CODE_MAX_OUTPUT_TOKENS": "4096"}
 
 
 def test_codex_gets_a_config_toml_on_responses_with_its_key_from_the_environment():
@@ -35,6 +51,7 @@ def test_codex_gets_a_config_toml_on_responses_with_its_key_from_the_environment
     assert entry["file"]["path"] == "~/.codex/config.toml"
     config = tomllib.loads(entry["file"]["content"])
     assert (config["model"], config["model_provider"]) == ("coder", "owned")
+    assert config["model_context_window"] == 32768
     provider = config["model_providers"]["owned"]
     assert provider["wire_api"] == "responses"
     assert provider["env_key"] == "OWNED_API_KEY"
@@ -44,3 +61,24 @@ def test_codex_gets_a_config_toml_on_responses_with_its_key_from_the_environment
 
 def test_every_harness_is_wired():
     assert set(WIRING) == set(harness.HARNESSES)
+
+
+def test_each_harness_carries_the_stacks_version_and_the_command_that_installs_it():
+    assert {h: e["version"] for h, e in WIRING.items()} == VERSIONS
+    assert {h: e["install"] for h, e in WIRING.items()} == {
+        harness.QWEN_CODE: "npm install -g @qwen-code/qwen-code@0.24.5",
+        harness.CLAUDE_CODE: "npm install -g @anthropic-ai/claude-code@2.1.329",
+        harness.CODEX: "npm install -g @openai/codex@0.170.0",
+        harness.OPENHANDS: "uv tool install --python 3.12 openhands==1.16.1"}
+
+
+def test_without_a_known_window_no_harness_is_told_one():
+    assert "file" not in BARE[harness.QWEN_CODE]
+    assert "model_context_window" not in tomllib.loads(BARE[harness.CODEX]["file"]["content"])
+    told = {"CLAUDE_CODE_MAX_CONTEXT_TOKENS", "CLAUDE_CODE_MAX_OUTPUT_TOKENS"}
+    assert not told & {name for entry in BARE.values() for name in entry["env"]}
+
+
+def test_the_default_versions_are_exact_versions_of_every_harness():
+    assert set(harness.DEFAULT_VERSIONS) == set(harness.HARNESSES)
+    assert all(harness.EXACT_VERSION.fullmatch(v) for v in harness.DEFAULT_VERSIONS.values())

@@ -17,13 +17,14 @@ from tests.support.stack_files import REPO
 
 URL = "http://127.0.0.1:4000"
 KEY = "sk-ana-virtual-key"
-WIRING = harness.wiring(URL, KEY, "coder")
+WINDOW = harness.Window(context=32768, max_output=4096)
+WIRING = harness.wiring(URL, KEY, "coder", harness.DEFAULT_VERSIONS, WINDOW)
 
 
 @pytest.fixture
 def outputs(tmp_path):
     path = tmp_path / "harnesses.json"
-    path.write_text(json.dumps({"ana": WIRING, "bob": harness.wiring(URL, "sk-bob", "coder")}))
+    path.write_text(json.dumps({"ana": WIRING, "bob": harness.wiring(URL, "sk-bob", "coder", harness.DEFAULT_VERSIONS, WINDOW)}))
     return str(path)
 
 
@@ -39,6 +40,7 @@ def test_the_printed_exports_set_the_harness_variables_when_evaluated(outputs, c
     env = subprocess.run(["bash", "-c", out + 'printf "%s\\n" "$OPENAI_BASE_URL" "$OPENAI_API_KEY"'
                           ' "$OPENAI_MODEL"'], capture_output=True, text=True, check=True).stdout
     assert env.splitlines() == [f"{URL}/v1", KEY, "coder"]
+    assert "# install it: npm install -g @qwen-code/qwen-code@0.24.4\n" in out
     assert out.rstrip().endswith("# then run: qwen")
 
 

@@ -109,8 +109,8 @@ def test_command_line_for_dev_offloads_experts_without_yarn():
 
 def test_command_line_for_local_uses_yarn_on_the_tiny_model():
     args = render.command_line(render.render_server_conf(render.server_conf_settings(stack_host("local"))))
-    assert args[args.index("--rope-scale") + 1] == "2"
-    assert args[args.index("--override-kv") + 1] == "llama.context_length=int:512"
+    assert args[args.index("--rope-scale") + 1] == "128"
+    assert args[args.index("--override-kv") + 1] == "llama.context_length=int:32768"
     assert "--n-gpu-layers" not in args and "--cpu-moe" not in args
 
 

@@ -105,10 +105,10 @@ def test_the_replay_sends_each_arrival_at_its_offset_and_never_more_than_the_con
 
     sent = [r["sent"] for r in gate_run.replay(arrivals, 2, send)]
     assert peak[0] == 2
-    # The third waited for a slot (a send takes 0.1 s), the fourth for its offset; the bounds
-    # above are loose, for a loaded machine.
-    assert max(sent[:2]) < 0.5 and sent[2] >= min(sent[:2]) + 0.1 and sent[2] < 1.0
-    assert 0.3 <= sent[3] < 1.2
+    # The third waited for a slot (a send takes 0.1 s), the fourth for its offset; the upper
+    # bounds are loose, for a loaded machine (a CI run's unit tests share it with builds).
+    assert max(sent[:2]) < 2.0 and sent[2] >= min(sent[:2]) + 0.1 and sent[2] < 3.0
+    assert 0.3 <= sent[3] < 3.5
 
 
 def test_a_trace_out_of_order_is_refused():

@@ -56,21 +56,24 @@ def blob(files: dict[str, bytes], digest: str) -> bytes:
     return data
 
 
-def test_the_index_names_the_image_with_each_tag_by_containerds_annotation(archive):
+def test_the_index_names_the_image_with_each_tag_and_by_digest_by_containerds_annotation(archive):
     path, digest = archive
     files = blobs(path)
     assert json.loads(files["oci-layout"]) == {"imageLayoutVersion": "1.0.0"}
     index = json.loads(files["index.json"])
     assert index["mediaType"] == oci.INDEX_TYPE
     assert [m["annotations"][oci.NAME_ANNOTATION] for m in index["manifests"]] == [
-        "localhost/spear-fleet/vllm-standin:v0.24.0", "localhost/spear-fleet/vllm-standin:v0.24.1"]
+        "localhost/spear-fleet/vllm-standin:v0.24.0", "localhost/spear-fleet/vllm-standin:v0.24.1",
+        f"localhost/spear-fleet/vllm-standin@{digest}"]
     assert {m["digest"] for m in index["manifests"]} == {digest}
+    # A digest name has no tag for OCI's ref.name.
+    assert "org.opencontainers.image.ref.name" not in index["manifests"][2]["annotations"]
 
 
 def test_every_blob_is_named_by_its_digest_and_sized_as_its_descriptor_says(archive):
     path, digest = archive
     files = blobs(path)
-    (entry, _) = json.loads(files["index.json"])["manifests"]
+    (entry, _, _) = json.loads(files["index.json"])["manifests"]
     manifest_bytes = blob(files, digest)
     assert len(manifest_bytes) == entry["size"]
     manifest = json.loads(manifest_bytes)

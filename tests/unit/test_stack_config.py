@@ -296,7 +296,7 @@ def test_local_parses_with_archive_source_and_key_file():
     assert (source.sha256, source.subdir) == (llama_source.ARCHIVE_SHA256, llama_source.SUBDIR)
     assert host.llama_cpp.cmake_flags[0] == "-DGGML_CUDA=OFF"
     assert (host.model.arch, host.server.ctx_size, host.server.port, host.server.threads) == (
-        "llama", 512, 8010, 2)
+        "llama", 32768, 8010, 2)
 
 
 def test_defaults():

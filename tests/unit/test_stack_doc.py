@@ -20,7 +20,7 @@ import yaml
 
 from config.checker import Checker, ConfigError
 from config.schema import TOP_KEYS, parse
-from tests.support.config_cases import changed, fleet_raw, gateway_raw, pod_raw, reds_raw
+from tests.support.config_cases import changed, fleet_raw, gateway_raw, pod_raw, reds_raw, seats_raw
 from tests.support.stack_files import REPO, prod_raw, stack_raw, with_placeholder_keys
 
 SCHEMA = REPO / "config" / "schema"
@@ -36,7 +36,8 @@ def _cases() -> list[dict]:
     """Stacks that between them reach every object of the schema."""
     return [prod_raw(), stack_raw("local"), with_placeholder_keys(stack_raw("dev")),
             gateway_raw(), changed(gateway_raw(), ("gateway", "kubernetes"), {}), pod_raw(),
-            reds_raw(), fleet_raw(memoryFloor={"models": {"Qwen/Qwen3-Coder-Next-FP8": {}}})]
+            reds_raw(), fleet_raw(memoryFloor={"models": {"Qwen/Qwen3-Coder-Next-FP8": {}}}),
+            seats_raw()]
 
 
 def _obj_sites() -> set[tuple[str, int, int]]:

@@ -57,10 +57,10 @@ def test_metadata(generated):
     assert tokens[_field(reader, "tokenizer.ggml.eos_token_id")] == "<|im_end|>"
     template = _field(reader, "tokenizer.chat_template")
     # <tool_call> keeps llama-server's template-driven tool-call parser; the generation prompt
-    # gets one more newline when tools are offered.
+    # gets one more newline when tools are offered, but not after a tool's result.
     assert "<tool_call>" in template
-    assert ("{{- '<|im_start|>assistant\\n' }}\n    {%- if tools %}{{- '\\n' }}{%- endif %}"
-            in template)
+    assert ("{{- '<|im_start|>assistant\\n' }}\n    {%- if tools and messages[-1].role != 'tool' %}"
+            "{{- '\\n' }}{%- endif %}" in template)
 
 
 def test_tensors(generated):

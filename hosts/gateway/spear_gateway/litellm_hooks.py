@@ -43,7 +43,8 @@ and this hook refuses `frontier` asked for directly (403 `hatch_not_direct`).
 Tenancy: cache_salt, priority and rings (spear_gateway/tenancy.py says what and why)
 ----------------------------------------------------------------------------------
 5. `async_pre_call_hook` (admission, before routing) takes the client's `cache_salt` and
-   `priority` out of the request (and out of `extra_body`), refuses a `priority` that is not an
+   `priority` out of the request (and out of `extra_body`), and its thinking asks (the model has
+   no thinking mode: spear_gateway/thinking.py), refuses a `priority` that is not an
    integer (HTTP 400 `spear_bad_priority`), and records in the request's metadata what the key's
    owner gets: the salt, the priority, the ring. Out before routing also because
    `Router.acompletion` sends a request with an integer `priority` through LiteLLM's own
@@ -98,6 +99,8 @@ from spear_gateway.hatch import FleetFailure, fleet_failure
 from spear_gateway.pricing import Prices, output_limit, usage_usd, worst_case_usd
 from spear_gateway.settings import Settings
 from spear_gateway.tenancy import BadPriority, Tenant, ring_deployments, stamp, take_owned
+from spear_gateway.thinking import drop_thinking
+from spear_gateway.tool_types import is_responses, keep_function_tools
 
 log = logging.getLogger("spear_gateway")
 REQUEST_ID = "spear_request_id"  # the metadata field that carries the ledger's request id
@@ -222,6 +225,9 @@ class SpearGateway(CustomLogger):
             priority = tenant.priority(take_owned(data))
         except BadPriority as e:
             raise Refusal(400, "spear_bad_priority", str(e)) from None
+        drop_thinking(data)  # the model has none; LiteLLM would refuse the ask (thinking.py)
+        if is_responses(call_type):
+            keep_function_tools(data)  # the fleet refuses any other kind (tool_types.py)
         limit = output_limit(data)
         if limit is None:  # the hold must bound the answer: the gateway sets the limit
             limit = settings.default_max_tokens

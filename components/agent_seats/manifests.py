@@ -1,0 +1,190 @@
+"""An agent seat's Kubernetes objects as plain mappings, rendered from the typed config (pure).
+
+The component (components/agent_seats/__init__.py) hands these to pulumi-kubernetes; the policy
+pack reads the same shapes back from the preview (spear/seats.py::seat_problems), and tests
+render them without Pulumi. Per seat: the Secret that holds the developer's virtual key (its
+value is the component's to add: a Pulumi secret), a ConfigMap of the harness's wiring file when
+it has one, and the Deployment of one pod that idles until the developer `kubectl exec`s the
+harness in it.
+
+The harness's wiring is spear/harness.py's, rendered with a placeholder for the key: every
+variable that holds exactly the key comes from the Secret (`secretKeyRef`), so the Deployment
+holds no credential and is known at preview; a wiring that embeds the key anywhere else (a file,
+a longer value) is refused, since it could only reach the seat as a literal.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import posixpath
+from typing import Any
+
+from config.types import AgentSandbox, Seat
+from spear import harness
+from spear.rules import CODER_MODEL
+from spear.seats import (DEVELOPER, HARNESS, HARNESS_VERSION, HOME, KEY_ROTATION, SEAT, SEAT_USER,
+                         TMP, WIRING_SHA256, WORKSPACE, WORKSPACE_VOLUME)
+
+KEY_PLACEHOLDER = "<the developer's virtual key>"  # rendered in the key's place, then taken out
+KEY_FIELD = "key"  # the Secret's one entry
+APP = "agent-seat"
+WIRING_VOLUME = "wiring"
+HARNESS_CONTAINER = "harness"
+# The seat's pod idles: developers start the harness in it with `kubectl exec` (start_command),
+# so it runs with the pod's environment, in the working copy, on a terminal of their own.
+IDLE = ["sleep", "infinity"]
+# sleep as PID 1 ignores SIGTERM: a replaced seat need not wait the default 30 s to be killed.
+TERMINATION_GRACE_SECONDS = 5
+
+
+def name(seat: Seat) -> str:
+    return f"seat-{seat.name}"
+
+
+def key_secret_name(seat: Seat) -> str:
+    return f"seat-{seat.name}-key"
+
+
+def wiring_name(seat: Seat) -> str:
+    return f"seat-{seat.name}-wiring"
+
+
+def labels(seat: Seat) -> dict[str, str]:
+    return {"app.kubernetes.io/name": APP, "app.kubernetes.io/part-of": "spear-fleet",
+            SEAT: seat.name, DEVELOPER: seat.developer, HARNESS: seat.harness}
+
+
+def wiring(seat: Seat, gateway_url: str, versions: dict[str, str],
+           window: harness.Window | None) -> dict[str, Any]:
+    """The seat's harness wiring (spear/harness.py), the key a placeholder."""
+    return harness.wiring(gateway_url, KEY_PLACEHOLDER, CODER_MODEL, versions, window)[seat.harness]
+
+
+def _home_path(path: str) -> str:
+    """A wiring file's path (`~/.codex/config.toml`) in the seat's HOME."""
+    if not path.startswith("~/"):
+        raise ValueError(f"a wiring file outside HOME: {path}")
+    return posixpath.join(HOME, path[2:])
+
+
+def _file(entry: dict[str, Any]) -> dict[str, str] | None:
+    file = entry.get("file")
+    if file is None:
+        return None
+    if KEY_PLACEHOLDER in file["content"]:
+        raise ValueError(f"the {file['path']} wiring holds the key: it can only reach a seat as"
+                         " an environment variable from its Secret")
+    return {"key": posixpath.basename(file["path"]), "path": _home_path(file["path"]),
+            "content": file["content"]}
+
+
+def _env(seat: Seat, entry: dict[str, Any]) -> list[dict[str, Any]]:
+    env: list[dict[str, Any]] = [{"name": "HOME", "value": HOME}, {"name": "TMPDIR", "value": TMP}]
+    for variable, value in entry["env"].items():
+        if value == KEY_PLACEHOLDER:
+            env.append({"name": variable, "valueFrom": {"secretKeyRef": {
+                "name": key_secret_name(seat), "key": KEY_FIELD}}})
+        elif KEY_PLACEHOLDER in value:
+            raise ValueError(f"{variable} embeds the key: only a variable that is exactly the key"
+                             " can come from the seat's Secret")
+        else:
+            env.append({"name": variable, "value": value})
+    return env
+
+
+def key_secret(sandbox: AgentSandbox, seat: Seat) -> dict[str, Any]:
+    """The Secret's metadata and type; its `stringData` ({KEY_FIELD: key}) is the component's."""
+    return {"metadata": {"name": key_secret_name(seat), "namespace": sandbox.namespace,
+                         "labels": labels(seat)},
+            "type": "Opaque"}
+
+
+def wiring_config_map(sandbox: AgentSandbox, seat: Seat, entry: dict[str, Any]) -> dict[str, Any] | None:
+    """The harness's wiring file (Codex's config.toml, Qwen-Code's settings.json); None for a
+    harness wired by its environment alone."""
+    file = _file(entry)
+    if file is None:
+        return None
+    return {"metadata": {"name": wiring_name(seat), "namespace": sandbox.namespace,
+                         "labels": labels(seat)},
+            "data": {file["key"]: file["content"]}}
+
+
+def container_security() -> dict[str, Any]:
+    """What every container of the seat runs with (the cookbook's --cap-drop ALL and
+    --security-opt no-new-privileges; the pod's context gives the user)."""
+    return {"allowPrivilegeEscalation": False, "privileged": False,
+            "readOnlyRootFilesystem": True, "capabilities": {"drop": ["ALL"]}}
+
+
+def deployment(sandbox: AgentSandbox, seat: Seat, entry: dict[str, Any],
+               key_rotation: int = 0) -> dict[str, Any]:
+    """The seat's Deployment: one pod, the seed's minimum sandbox (spear/seats.py). The working
+    copy (an emptyDir of the seat's workspaceSize at /workspace) is its only writable mount and
+    holds HOME; the wiring file is mounted read-only into HOME; the key comes from the Secret."""
+    if sandbox.seat_image is None:
+        raise ValueError("seats need agentSandbox.seatImage")
+    file = _file(entry)
+    mounts: list[dict[str, Any]] = [{"name": WORKSPACE_VOLUME, "mountPath": WORKSPACE}]
+    volumes: list[dict[str, Any]] = [{"name": WORKSPACE_VOLUME,
+                                      "emptyDir": {"sizeLimit": seat.workspace_size}}]
+    # The folders the harness writes in HOME (its state beside its config) and TMPDIR, made by
+    # the seat's user before the harness starts: the runtime would make a file mount's folder
+    # as root, and the harness could not write beside its config.
+    folders = sorted({HOME, TMP, *([posixpath.dirname(file["path"])] if file else [])})
+    if file:
+        mounts.append({"name": WIRING_VOLUME, "mountPath": file["path"], "subPath": file["key"],
+                       "readOnly": True})
+        volumes.append({"name": WIRING_VOLUME, "configMap": {"name": wiring_name(seat),
+                                                             "defaultMode": 0o444}})
+    annotations = {HARNESS_VERSION: entry["version"], KEY_ROTATION: str(key_rotation),
+                   WIRING_SHA256: hashlib.sha256((file["content"] if file else "").encode()).hexdigest()}
+    pod_labels = labels(seat)
+    return {
+        "metadata": {"name": name(seat), "namespace": sandbox.namespace, "labels": pod_labels,
+                     "annotations": {HARNESS_VERSION: entry["version"]}},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"app.kubernetes.io/name": APP, SEAT: seat.name}},
+            # One pod per seat, never two beside each other on one working copy's name.
+            "strategy": {"type": "Recreate"},
+            "template": {
+                # The version, the key's rotation and the wiring file's digest: a bump of any
+                # restarts the seat with it (a subPath mount never sees a ConfigMap's update,
+                # and an environment variable is read at start).
+                "metadata": {"labels": pod_labels, "annotations": annotations},
+                "spec": {
+                    "automountServiceAccountToken": False,
+                    "enableServiceLinks": False,
+                    "hostNetwork": False, "hostPID": False, "hostIPC": False,
+                    "terminationGracePeriodSeconds": TERMINATION_GRACE_SECONDS,
+                    "securityContext": {"runAsUser": SEAT_USER, "runAsGroup": SEAT_USER,
+                                        "runAsNonRoot": True, "fsGroup": SEAT_USER,
+                                        "seccompProfile": {"type": "RuntimeDefault"}},
+                    "initContainers": [{
+                        "name": "home",
+                        "image": sandbox.seat_image,
+                        "command": ["mkdir", "-p", *folders],
+                        "securityContext": container_security(),
+                        "volumeMounts": [{"name": WORKSPACE_VOLUME, "mountPath": WORKSPACE}],
+                    }],
+                    "containers": [{
+                        "name": HARNESS_CONTAINER,
+                        "image": sandbox.seat_image,
+                        "command": IDLE,
+                        "workingDir": WORKSPACE,
+                        "env": _env(seat, entry),
+                        "securityContext": container_security(),
+                        "volumeMounts": mounts,
+                    }],
+                    "volumes": volumes,
+                },
+            },
+        },
+    }
+
+
+def start_command(sandbox: AgentSandbox, seat: Seat, entry: dict[str, Any]) -> str:
+    """What a developer runs to start the seat's harness."""
+    return (f"kubectl -n {sandbox.namespace} exec -it deploy/{name(seat)}"
+            f" -c {HARNESS_CONTAINER} -- {entry['run']}")

@@ -1,0 +1,78 @@
+"""The real coding harnesses at the versions a stack pins (`harnesses`), installed on this machine
+for the tests and checks that run them: the Node ones with npm into a prefix, OpenHands into a
+Python 3.12 virtualenv (its own requirement). Each is cached by content under
+$SPEAR_CACHE/harnesses/<harness>-<key>: the key is the harness, its version and the runtime that
+runs it, so a bump or a new Node installs afresh and anything else reuses what is there.
+
+    python -m localhosts.harness_install codex 0.169.0    # prints the harness's command
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from components.cache import build_once, cache_dir
+from spear.harness import PACKAGES
+
+# Each harness's command, inside its folder.
+COMMANDS = {"qwen-code": "node_modules/.bin/qwen", "claude-code": "node_modules/.bin/claude",
+            "codex": "node_modules/.bin/codex", "openhands": "venv/bin/openhands"}
+PYTHON_312 = ("python3.12", "/root/.pyenv/versions/3.12.1/bin/python")  # PATH's first
+
+
+class InstallError(RuntimeError):
+    """A harness that cannot be installed here, said in one line."""
+
+
+def runtime(harness: str) -> list[str]:
+    """The interpreter that installs and runs the harness: node, or a Python 3.12."""
+    if PACKAGES[harness][0] == "npm":
+        found = shutil.which("node")
+        if not found:
+            raise InstallError(f"{harness} needs node on PATH (npm installs it)")
+        return [found]
+    for candidate in PYTHON_312:
+        found = shutil.which(candidate)
+        if found:
+            return [found]
+    raise InstallError(f"{harness} needs Python 3.12: none of {', '.join(PYTHON_312)} is there")
+
+
+def install_key(harness: str, version: str, interpreter: list[str]) -> str:
+    made_by = subprocess.run([*interpreter, "--version"], capture_output=True, text=True,
+                             check=True).stdout.strip()
+    text = json.dumps([harness, version, PACKAGES[harness], made_by])
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def install(harness: str, version: str) -> Path:
+    """The harness's command at `version`, installed first unless the cache holds it."""
+    interpreter = runtime(harness)
+    folder = cache_dir() / "harnesses" / f"{harness}-{install_key(harness, version, interpreter)}"
+    registry, package = PACKAGES[harness]
+
+    def build() -> None:
+        shutil.rmtree(folder, ignore_errors=True)  # a run that died half way
+        folder.mkdir(parents=True)
+        if registry == "npm":
+            subprocess.run(["npm", "install", "--prefix", str(folder), "--no-audit", "--no-fund",
+                            f"{package}@{version}"], check=True)
+        else:  # a virtualenv cannot move once made: made where it stays
+            subprocess.run([*interpreter, "-m", "venv", str(folder / "venv")], check=True)
+            subprocess.run([str(folder / "venv/bin/pip"), "install", "-q", f"{package}=={version}"],
+                           check=True)
+        done.touch()
+
+    # Beside the folder, so a half-made folder can go while the lock (in their parent) is held.
+    done = folder.with_name(folder.name + ".complete")
+    build_once(done, build)
+    return folder / COMMANDS[harness]
+
+
+if __name__ == "__main__":
+    print(install(sys.argv[1], sys.argv[2]))

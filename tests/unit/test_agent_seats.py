@@ -1,0 +1,258 @@
+"""The agent seats (components/agent_seats): the manifests each harness's seat renders, and the
+component under Pulumi's mocks from the program: after the gateway, on the fleet's provider and
+after the agent namespace and its egress policies, a Secret with the developer's key (a Pulumi
+secret), the wiring file as a ConfigMap and a Deployment that holds no credential; a harness
+bump, a key rotation and a wiring change each restart the seat, and show in its pod template."""
+
+from __future__ import annotations
+
+import copy
+import json
+import runpy
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+import pytest
+
+from components.agent_seats import manifests
+from components.gateway.render import coder_window
+from config.schema import parse
+from spear import harness, seats, tokens
+from tests.support.config_cases import SEAT_IMAGE, SEAT_SECRETS, seats_raw
+from tests.support.stack_files import REPO, engine_config
+from tests.unit.test_gateway_components import KeyMocks, SecretRecordingMonitor, is_secret, plain
+
+URL = "http://10.20.0.10:4000"
+ALL_HARNESSES = {"ana-codex": {"developer": "ana", "harness": "codex"},
+                 "bob-qwen": {"developer": "bob", "harness": "qwen-code", "workspaceSize": "20Gi"},
+                 "bob-claude": {"developer": "bob", "harness": "claude-code"},
+                 "ana-openhands": {"developer": "ana", "harness": "openhands"}}
+
+
+def rendered(name: str = "ana-codex", raw: dict[str, Any] | None = None):
+    """(sandbox, seat, its wiring entry) as the component renders them."""
+    cfg = parse(raw or seats_raw(**ALL_HARNESSES))
+    sandbox = cfg.vllm_fleet.agent_sandbox
+    seat = sandbox.seats[name]
+    return sandbox, seat, manifests.wiring(seat, URL, cfg.harnesses, coder_window(cfg))
+
+
+def pod(deployment: dict[str, Any]) -> dict[str, Any]:
+    return deployment["spec"]["template"]["spec"]
+
+
+# Each harness: the variable that holds the key, and where its wiring file goes (None: none).
+KEY_VARIABLES = {"ana-codex": ("OWNED_API_KEY", "/workspace/.home/.codex/config.toml"),
+                 "bob-qwen": ("OPENAI_API_KEY", "/workspace/.home/.qwen/settings.json"),
+                 "bob-claude": ("ANTHROPIC_AUTH_TOKEN", None),
+                 "ana-openhands": ("LLM_API_KEY", None)}
+
+
+@pytest.mark.parametrize("name", list(KEY_VARIABLES))
+def test_each_harness_gets_its_key_from_the_seats_secret_and_its_wiring_read_only_in_home(name):
+    sandbox, seat, entry = rendered(name)
+    variable, path = KEY_VARIABLES[name]
+    spec = pod(manifests.deployment(sandbox, seat, entry))
+    [main] = spec["containers"]
+    env = {e["name"]: e for e in main["env"]}
+    assert env[variable] == {"name": variable, "valueFrom": {"secretKeyRef": {
+        "name": f"seat-{name}-key", "key": "key"}}}
+    # Every other variable is the harness's own wiring, with no key in it.
+    assert {e["name"]: e["value"] for e in main["env"] if "value" in e} == {
+        "HOME": "/workspace/.home", "TMPDIR": "/workspace/.tmp",
+        **{k: v for k, v in entry["env"].items() if k != variable}}
+    assert manifests.KEY_PLACEHOLDER not in json.dumps(spec)
+    assert (main["image"], main["command"], main["workingDir"]) == (
+        SEAT_IMAGE, ["sleep", "infinity"], "/workspace")
+    wiring = [m for m in main["volumeMounts"] if m["name"] == "wiring"]
+    config_map = manifests.wiring_config_map(sandbox, seat, entry)
+    if path is None:
+        assert wiring == [] and config_map is None
+    else:
+        [mount] = wiring
+        assert mount == {"name": "wiring", "mountPath": path,
+                         "subPath": path.rsplit("/", 1)[1], "readOnly": True}
+        assert config_map["data"] == {mount["subPath"]: entry["file"]["content"]}
+        assert config_map["metadata"]["name"] == f"seat-{name}-wiring"
+    assert seats.seat_problems(spec) == []
+
+
+def test_the_seat_is_one_pod_labelled_by_seat_developer_and_harness_with_its_version_annotated():
+    sandbox, seat, entry = rendered("bob-qwen")
+    deployment = manifests.deployment(sandbox, seat, entry, key_rotation=2)
+    assert deployment["metadata"]["name"] == "seat-bob-qwen"
+    assert deployment["metadata"]["namespace"] == "agents"
+    assert deployment["metadata"]["labels"] == {
+        "app.kubernetes.io/name": "agent-seat", "app.kubernetes.io/part-of": "spear-fleet",
+        seats.SEAT: "bob-qwen", seats.DEVELOPER: "bob", seats.HARNESS: "qwen-code"}
+    assert deployment["metadata"]["annotations"] == {seats.HARNESS_VERSION: "0.24.4"}
+    spec = deployment["spec"]
+    assert (spec["replicas"], spec["strategy"]) == (1, {"type": "Recreate"})
+    annotations = spec["template"]["metadata"]["annotations"]
+    assert (annotations[seats.HARNESS_VERSION], annotations[seats.KEY_ROTATION]) == ("0.24.4", "2")
+    body = pod(deployment)
+    assert body["volumes"][0] == {"name": "workspace", "emptyDir": {"sizeLimit": "20Gi"}}
+    assert body["securityContext"] == {"runAsUser": 1000, "runAsGroup": 1000, "runAsNonRoot": True,
+                                       "fsGroup": 1000, "seccompProfile": {"type": "RuntimeDefault"}}
+    assert (body["automountServiceAccountToken"], body["enableServiceLinks"]) == (False, False)
+    # The folders the harness writes are its user's before the read-only file lands in one.
+    [init] = body["initContainers"]
+    assert init["command"] == ["mkdir", "-p", "/workspace/.home", "/workspace/.home/.qwen",
+                               "/workspace/.tmp"]
+    assert init["volumeMounts"] == [{"name": "workspace", "mountPath": "/workspace"}]
+    assert manifests.start_command(sandbox, seat, entry) == (
+        "kubectl -n agents exec -it deploy/seat-bob-qwen -c harness -- qwen")
+
+
+def test_a_wiring_that_would_put_the_key_anywhere_but_a_variable_of_its_own_is_refused():
+    sandbox, seat, entry = rendered("ana-codex")
+    in_file = copy.deepcopy(entry)
+    in_file["file"]["content"] += f'api_key = "{manifests.KEY_PLACEHOLDER}"\n'
+    with pytest.raises(ValueError, match="wiring holds the key"):
+        manifests.deployment(sandbox, seat, in_file)
+    embedded = copy.deepcopy(entry)
+    embedded["env"]["OWNED_API_KEY"] = f"Bearer {manifests.KEY_PLACEHOLDER}"
+    with pytest.raises(ValueError, match="OWNED_API_KEY embeds the key"):
+        manifests.deployment(sandbox, seat, embedded)
+
+
+# ---------------------------------------------------------------------------------------------
+# The component, from the program under Pulumi's mocks.
+
+
+class DependencyMonitor(SecretRecordingMonitor):
+    """Also records each resource's dependencies and provider, by name."""
+
+    def __init__(self, mocks: pulumi.runtime.Mocks) -> None:
+        super().__init__(mocks)
+        self.dependencies: dict[str, list[str]] = {}
+
+    def RegisterResource(self, request):  # noqa: N802 (the gRPC method's name)
+        self.dependencies[request.name] = [urn.rsplit("::", 1)[1] for urn in request.dependencies]
+        return super().RegisterResource(request)
+
+
+@dataclass
+class Program:
+    types: dict[str, str]
+    registered: dict[str, dict[str, Any]]  # inputs as registered: secrets marked
+    inputs: dict[str, dict[str, Any]]  # secrets unwrapped
+    providers: dict[str, str]
+    dependencies: dict[str, list[str]]
+    seats: dict[str, Any]  # the `seats` stack output
+
+
+def run(raw: dict[str, Any]) -> Program:
+    mocks = KeyMocks()
+    monitor = DependencyMonitor(mocks)
+    pulumi.runtime.set_mocks(mocks, project="spear-fleet", stack="prod", monitor=monitor)
+    pulumi.runtime.set_all_config(engine_config(raw), SEAT_SECRETS)
+    outputs: dict[str, Any] = {}
+
+    @pulumi.runtime.test
+    def program():
+        component = runpy.run_path(str(REPO / "__main__.py"))["seats"]
+        if component is None:
+            return None
+        return pulumi.Output.from_input(component.outputs).apply(outputs.update)
+
+    try:
+        program()
+    finally:
+        pulumi.runtime.set_all_config({}, [])
+    return Program({n: a.typ for n, a in mocks.resources.items()},
+                   {n: a.inputs for n, a in mocks.resources.items()},
+                   {n: plain(a.inputs) for n, a in mocks.resources.items()},
+                   {n: a.provider or "" for n, a in mocks.resources.items()},
+                   monitor.dependencies, outputs)
+
+
+@pytest.fixture(scope="module")
+def seated() -> Program:
+    return run(seats_raw(**ALL_HARNESSES))
+
+
+def seat_resources(program: Program) -> dict[str, str]:
+    return {n: t for n, t in program.types.items() if n == "seat" or n.startswith("seat-")}
+
+
+def test_a_stack_without_seats_declares_none():
+    raw = seats_raw()
+    del raw["vllmFleet"]["agentSandbox"]["seats"], raw["vllmFleet"]["agentSandbox"]["seatImage"]
+    program = run(raw)
+    assert seat_resources(program) == {} and program.seats == {}
+    assert "vllm-agents" in program.types and "gateway" in program.types
+
+
+def test_each_seat_is_its_key_secret_its_wiring_and_its_deployment_on_the_fleets_provider(seated):
+    assert seat_resources(seated) == {
+        "seat": tokens.AGENT_SEATS,
+        **{f"seat-{name}-key": tokens.K8S_SECRET.type for name in ALL_HARNESSES},
+        **{f"seat-{name}": tokens.K8S_DEPLOYMENT.type for name in ALL_HARNESSES},
+        "seat-ana-codex-wiring": tokens.K8S_CONFIG_MAP.type,
+        "seat-bob-qwen-wiring": tokens.K8S_CONFIG_MAP.type,
+    }
+    for name in seat_resources(seated):
+        if name != "seat":
+            assert "vllm-cluster" in seated.providers[name], name
+
+
+def test_every_seat_comes_after_the_agent_namespace_and_its_egress_policies(seated):
+    sandbox = {"vllm-agents", "vllm-agents-deny-egress", "vllm-agents-allow-egress"}
+    for name in seat_resources(seated):
+        if name != "seat":
+            assert sandbox <= set(seated.dependencies[name]), name
+    assert {"seat-ana-codex-key", "seat-ana-codex-wiring"} <= set(seated.dependencies["seat-ana-codex"])
+
+
+def test_the_key_reaches_only_the_secret_and_as_a_pulumi_secret(seated):
+    secret = seated.registered["seat-bob-qwen-key"]["stringData"]
+    assert is_secret(secret) and secret["value"] == {"key": "sk-bob-VIRTUAL"}
+    assert seated.inputs["seat-bob-qwen-key"]["metadata"]["name"] == "seat-bob-qwen-key"
+    for name in ALL_HARNESSES:
+        deployment = seated.registered[f"seat-{name}"]
+        assert "VIRTUAL" not in json.dumps(deployment), name
+        assert seats.seat_problems(pod(deployment)) == [], name
+
+
+def test_the_seat_reaches_the_gateways_configured_url_and_says_how_to_start_it(seated):
+    listen = seats_raw()["gateway"]["listen"]
+    env = {e["name"]: e.get("value") for e in pod(seated.inputs["seat-bob-qwen"])["containers"][0]["env"]}
+    assert env["OPENAI_BASE_URL"] == f"http://{listen['host']}:{listen['port']}/v1"
+    assert seated.seats["ana-codex"] == {
+        "developer": "ana", "harness": "codex", "version": harness.DEFAULT_VERSIONS["codex"],
+        "namespace": "agents",
+        "start": "kubectl -n agents exec -it deploy/seat-ana-codex -c harness -- codex"}
+    assert seated.seats["ana-openhands"]["start"].endswith("-- openhands --override-with-envs")
+
+
+def _template(program: Program, name: str = "seat-ana-codex") -> dict[str, Any]:
+    return program.inputs[name]["spec"]["template"]
+
+
+def test_a_harness_bump_a_key_rotation_and_a_wiring_change_each_change_the_pod_template(seated):
+    before = _template(seated)["metadata"]["annotations"]
+    raw = seats_raw(**ALL_HARNESSES)
+    bumped = run({**raw, "harnesses": {"codex": "0.170.0"}})
+    assert _template(bumped)["metadata"]["annotations"] == {**before,
+                                                            seats.HARNESS_VERSION: "0.170.0"}
+    assert bumped.inputs["seat-ana-codex"]["metadata"]["annotations"] == {
+        seats.HARNESS_VERSION: "0.170.0"}
+    assert bumped.seats["ana-codex"]["version"] == "0.170.0"
+    # The other harnesses' seats do not move.
+    assert _template(bumped, "seat-bob-qwen") == _template(seated, "seat-bob-qwen")
+
+    rotated = copy.deepcopy(raw)
+    rotated["developers"]["ana"]["rotation"] = 1
+    rotated_program = run(rotated)
+    assert _template(rotated_program)["metadata"]["annotations"] == {**before,
+                                                                     seats.KEY_ROTATION: "1"}
+    assert _template(rotated_program, "seat-bob-qwen") == _template(seated, "seat-bob-qwen")
+
+    moved = copy.deepcopy(raw)
+    moved["gateway"]["listen"]["port"] = 4001  # the gateway's URL, in Codex's config.toml
+    wiring_changed = run(moved)
+    assert (_template(wiring_changed)["metadata"]["annotations"][seats.WIRING_SHA256]
+            != before[seats.WIRING_SHA256])
+    assert ':4001/v1"' in wiring_changed.inputs["seat-ana-codex-wiring"]["data"]["config.toml"]
