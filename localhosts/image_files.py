@@ -92,8 +92,14 @@ def add_host_file(path: str, entries: Entries, at: str | None = None) -> None:
 
 
 def shared_libraries(binary: str) -> list[str]:
-    """What `ldd` says `binary` loads (the dynamic loader included), as host paths."""
-    out = subprocess.run(["ldd", binary], capture_output=True, text=True, check=True).stdout
+    """What `ldd` says `binary` loads (the dynamic loader included), as host paths; none for a
+    static executable (Codex's)."""
+    done = subprocess.run(["ldd", binary], capture_output=True, text=True)
+    if done.returncode != 0:
+        if "not a dynamic executable" in done.stdout + done.stderr:
+            return []
+        raise RuntimeError(f"ldd {binary}: {(done.stdout + done.stderr).strip()}")
+    out = done.stdout
     if "not found" in out:
         raise RuntimeError(f"ldd {binary}: a library is missing:\n{out}")
     return [word for line in out.splitlines() for word in line.split()

@@ -21,7 +21,6 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
-import subprocess
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -48,16 +47,6 @@ def tag(versions: Mapping[str, str]) -> str:
     """The versions, short: one tag per set of harness versions."""
     text = json.dumps({h: versions[h] for h in HARNESSES}, sort_keys=True)
     return "h-" + hashlib.sha256(text.encode()).hexdigest()[:12]
-
-
-def _elf_dependencies(paths: list[str]) -> list[str]:
-    """The shared libraries of the dynamically linked ones among `paths` (codex is static)."""
-    libraries = set()
-    for path in paths:
-        out = subprocess.run(["ldd", path], capture_output=True, text=True)
-        if out.returncode == 0:
-            libraries.update(image_files.shared_libraries(path))
-    return sorted(libraries)
 
 
 def _executables(folder: Path) -> list[str]:
@@ -87,15 +76,10 @@ def image_entries(commands: Mapping[str, Path]) -> Entries:
     for harness, command in commands.items():
         folder = command.parents[2]  # <install>/node_modules/.bin/<command>
         at = f"{HARNESS_ROOT}/{harness}"
-        shared = image_files.add_tree(str(folder), entries, at=at)
-        binaries += shared
+        binaries += image_files.add_tree(str(folder), entries, at=at) + _executables(folder)
         entries[f"{BIN}/{command.name}"] = (
             "symlink", f"{at}/{command.relative_to(folder)}")
-        executables = _executables(folder)
-        for library in _elf_dependencies(executables):
-            image_files.add_host_file(library, entries)
-    for library in _elf_dependencies(binaries):
-        image_files.add_host_file(library, entries)
+    image_files.add_libraries(binaries, entries)
     entries[WORKSPACE] = ("dir", 0o755)  # an emptyDir is mounted over it
     image_files.finish(entries)
     return entries
