@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import time
 
 import pytest
 
@@ -59,6 +58,10 @@ class TimedHost:
         self.prefill, self.decode, self.window = (prefill_seconds_per_token,
                                                   decode_seconds_per_token, window)
         self.bodies: list[dict] = []
+        self.clock = 0.0  # seconds: each answer advances it by its modelled time, never sleeps
+
+    def monotonic(self) -> float:
+        return self.clock
 
     def http_exchange(self, port, method, path, body, address, timeout, headers):
         request = json.loads(body)
@@ -68,12 +71,15 @@ class TimedHost:
         if prompt + completion > self.window:  # as llama-server says it
             return 400, {}, (b'{"error":{"code":400,"message":"request exceeds the available'
                              b' context size, try increasing it"}}')
-        time.sleep(prompt * self.prefill + completion * self.decode)
+        self.clock += prompt * self.prefill + completion * self.decode
         return 200, {}, json.dumps({"usage": {"prompt_tokens": prompt,
                                               "completion_tokens": completion}}).encode()
 
 
 def provider_with(monkeypatch, host):
+    # The provider times each request by the host's clock: the rates are exact, whatever the
+    # machine's load (a sleeping stand-in was off by 30% on a busy CI machine).
+    monkeypatch.setattr(resource, "time", host)
     monkeypatch.setattr(resource, "vantage", lambda props: contextlib.nullcontext(host))
     return resource.FleetThroughputProvider()
 
@@ -87,8 +93,8 @@ def test_it_measures_each_rate_from_timed_requests_and_records_no_previous_at_fi
     host = TimedHost(prefill_seconds_per_token=0.0005, decode_seconds_per_token=0.002)
     outs = provider_with(monkeypatch, host).apply(dict(PROPS), olds=None)
     # 257 prompt words at 0.5 ms each and one token at 2 ms; 63 tokens at 2 ms each.
-    assert outs["prefill_tokens_per_second"] == pytest.approx(257 / (257 * 0.0005 + 0.002), rel=0.2)
-    assert outs["decode_tokens_per_second"] == pytest.approx(1 / 0.002, rel=0.2)
+    assert outs["prefill_tokens_per_second"] == pytest.approx(257 / (257 * 0.0005 + 0.002), rel=1e-6)
+    assert outs["decode_tokens_per_second"] == pytest.approx(1 / 0.002, rel=1e-6)
     assert (outs["previous"], outs["ratios"]) == (None, None)
     assert any(body.get("ignore_eos") for body in host.bodies)
 
