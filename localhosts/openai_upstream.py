@@ -11,6 +11,10 @@ gateway's hatch is defined by exactly those answers, so the tests choose them he
 "timeout" holds the connection open without answering for `hang_seconds` (longer than the
 gateway's request timeout) and then closes it.
 
+`tool_call=(name, arguments)` makes it answer like a model that uses a tool: a request that
+offers the tool `name` and holds no tool result yet is answered with one call of it (plain and
+streamed), the request after the result with the reply; a real harness then runs the tool.
+
 Each request is recorded (`upstream.calls`) with the status it was answered with, so a test can
 count what reached the upstream. `delay_seconds` delays every successful answer, which keeps
 concurrent requests in flight at the same time.
@@ -58,8 +62,10 @@ class OpenAIUpstream(LocalServer):
 
     def __init__(self, port: int, *, reply: str = DEFAULT_REPLY, model: str = DEFAULT_MODEL,
                  completion_tokens: int = 12, delay_seconds: float = 0.0,
-                 hang_seconds: float = 30.0) -> None:
+                 hang_seconds: float = 30.0,
+                 tool_call: tuple[str, dict[str, Any]] | None = None) -> None:
         self.port = port
+        self.tool_call = tool_call
         self.reply = reply
         self.model = model
         self.completion_tokens = completion_tokens
@@ -103,18 +109,32 @@ class OpenAIUpstream(LocalServer):
         with self._lock:
             self.calls.append(Call(path, body, answered))
 
+    def _calls_tool(self, body: dict[str, Any]) -> bool:
+        if self.tool_call is None:
+            return False
+        offered = {(t.get("function") or {}).get("name") for t in body.get("tools") or []}
+        answered = any(m.get("role") == "tool" for m in body.get("messages") or [])
+        return self.tool_call[0] in offered and not answered
+
     def completion(self, body: dict[str, Any]) -> dict[str, Any]:
         prompt_tokens = max(1, len(json.dumps(body.get("messages", []))) // 4)
         completion_tokens = self.completion_tokens
         if isinstance(body.get("max_tokens"), int):  # as an engine does: stop at the limit
             completion_tokens = min(completion_tokens, body["max_tokens"])
+        message: dict[str, Any] = {"role": "assistant", "content": self.reply}
+        finish = "stop"
+        if self._calls_tool(body):
+            name, arguments = self.tool_call  # type: ignore[misc]
+            message = {"role": "assistant", "content": None, "tool_calls": [
+                {"id": f"call_{uuid.uuid4().hex[:24]}", "type": "function",
+                 "function": {"name": name, "arguments": json.dumps(arguments)}}]}
+            finish = "tool_calls"
         return {
             "id": f"chatcmpl-{uuid.uuid4().hex}",
             "object": "chat.completion",
             "created": int(time.time()),
             "model": body.get("model", self.model),
-            "choices": [{"index": 0, "finish_reason": "stop",
-                         "message": {"role": "assistant", "content": self.reply}}],
+            "choices": [{"index": 0, "finish_reason": finish, "message": message}],
             "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
                       "total_tokens": prompt_tokens + completion_tokens},
         }
@@ -179,14 +199,26 @@ def _handler(upstream: OpenAIUpstream) -> type[BaseHTTPRequestHandler]:
                 self.send_json(200, answer)
 
         def _stream(self, answer: dict[str, Any], include_usage: bool) -> None:
-            """The completion as OpenAI's server-sent events: role, text, finish, (usage), DONE."""
+            """The completion as OpenAI's server-sent events: role, text (or the tool call's
+            name, then its arguments), finish, (usage), DONE."""
             base = {k: answer[k] for k in ("id", "created", "model")} | {"object": "chat.completion.chunk"}
-            text = answer["choices"][0]["message"]["content"]
+            [choice] = answer["choices"]
+            calls = choice["message"].get("tool_calls")
+            if calls:
+                [call] = calls
+                parts = [{"tool_calls": [{"index": 0, "id": call["id"], "type": "function",
+                                          "function": {"name": call["function"]["name"],
+                                                       "arguments": ""}}]},
+                         {"tool_calls": [{"index": 0, "function": {
+                             "arguments": call["function"]["arguments"]}}]}]
+            else:
+                parts = [{"content": choice["message"]["content"]}]
             chunks = [
                 base | {"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""},
                                      "finish_reason": None}]},
-                base | {"choices": [{"index": 0, "delta": {"content": text}, "finish_reason": None}]},
-                base | {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
+                *(base | {"choices": [{"index": 0, "delta": part, "finish_reason": None}]}
+                  for part in parts),
+                base | {"choices": [{"index": 0, "delta": {}, "finish_reason": choice["finish_reason"]}]},
             ]
             if include_usage:
                 chunks.append(base | {"choices": [], "usage": answer["usage"]})

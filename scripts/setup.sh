@@ -26,6 +26,8 @@ command -v ccache >/dev/null || packages+=(ccache)
 command -v nft >/dev/null || packages+=(nftables)
 command -v iptables >/dev/null || packages+=(iptables)
 command -v conntrack >/dev/null || packages+=(conntrack)
+# strace: a test lists every address a real harness connects to (only the gateway).
+command -v strace >/dev/null || packages+=(strace)
 if [ ${#packages[@]} -gt 0 ]; then
   say "installing ${packages[*]} with apt-get"
   apt_update && apt-get install -y -qq --no-install-recommends "${packages[@]}" >&2

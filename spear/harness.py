@@ -16,6 +16,8 @@ import shlex
 from dataclasses import dataclass
 from typing import Any
 
+from spear.rules import HARNESS_METRICS_PATH
+
 QWEN_CODE = "qwen-code"
 OPENHANDS = "openhands"
 CLAUDE_CODE = "claude-code"
@@ -78,18 +80,33 @@ def wiring(gateway_url: str, key: str, model: str, versions: dict[str, str],
                             "LLM_API_KEY": key},
                     "run": "openhands --override-with-envs"},
         # ANTHROPIC_AUTH_TOKEN is sent as a bearer token, which the gateway's keys are. The
-        # model has no thinking mode (seed 001): Claude Code asks for none.
+        # model has no thinking mode (seed 001): Claude Code asks for none. Its metrics (the
+        # edit decisions behind diff acceptance) go to the gateway only, with the same key;
+        # no OTEL_LOGS_EXPORTER: no prompt or event leaves the seat. Without
+        # DISABLE_NONESSENTIAL_TRAFFIC, 2.1.328 resolves names of its own on every turn (3 DNS
+        # queries, strace'd); with it, nothing but the gateway.
         CLAUDE_CODE: {"env": {"ANTHROPIC_BASE_URL": gateway_url, "ANTHROPIC_AUTH_TOKEN": key,
-                              "ANTHROPIC_MODEL": model, "CLAUDE_CODE_DISABLE_THINKING": "1"},
+                              "ANTHROPIC_MODEL": model, "CLAUDE_CODE_DISABLE_THINKING": "1",
+                              "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+                              "CLAUDE_CODE_ENABLE_TELEMETRY": "1", "OTEL_METRICS_EXPORTER": "otlp",
+                              "OTEL_EXPORTER_OTLP_METRICS_PROTOCOL": "http/json",
+                              "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT": gateway_url + HARNESS_METRICS_PATH,
+                              "OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE": "delta",
+                              "OTEL_EXPORTER_OTLP_HEADERS": f"Authorization=Bearer {key}"},
                       "run": "claude"},
         CODEX: {"env": {CODEX_KEY_ENV: key}, "run": "codex",
                 "file": {"path": CODEX_CONFIG, "content": codex_toml}},
     }
+    # Qwen-Code 0.24.4 sends usage statistics to a collector of its own unless told not to (its
+    # turns resolved names besides the gateway's until this was off, strace'd).
+    qwen_settings: dict[str, Any] = {"privacy": {"usageStatisticsEnabled": False}}
     if window:
-        entries[QWEN_CODE]["file"] = {"path": QWEN_SETTINGS, "content": json.dumps(
-            {"model": {"generationConfig": {"contextWindowSize": window.context,
-                                            "samplingParams": {"max_tokens": window.max_output}}}},
-            indent=2) + "\n"}
+        qwen_settings["model"] = {"generationConfig": {
+            "contextWindowSize": window.context,
+            "samplingParams": {"max_tokens": window.max_output}}}
+    entries[QWEN_CODE]["file"] = {"path": QWEN_SETTINGS,
+                                  "content": json.dumps(qwen_settings, indent=2) + "\n"}
+    if window:
         # Claude Code takes an unknown model's window from this (else it assumes 1M tokens).
         entries[CLAUDE_CODE]["env"].update({"CLAUDE_CODE_MAX_CONTEXT_TOKENS": str(window.context),
                                             "CLAUDE_CODE_MAX_OUTPUT_TOKENS": str(window.max_output)})

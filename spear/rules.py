@@ -140,6 +140,11 @@ GATEWAY_MODELS = (CODER_MODEL, FRONTIER_MODEL)
 # The hook LiteLLM loads from config.yaml (hosts/gateway/spear_gateway) that classifies the
 # fleet's failure, escalates, and holds budgets.
 HATCH_CALLBACK = "spear_gateway.callbacks.proxy_handler_instance"
+# Where harnesses send their OpenTelemetry metrics (OTLP/HTTP JSON) on the gateway's own port,
+# authenticated by the developer's key: the edit decisions behind diff acceptance
+# (hosts/gateway/spear_gateway/edits.py; the wiring in spear/harness.py). No "/metrics" in it:
+# LiteLLM's PrometheusAuthMiddleware admits only the master key to any path that holds it.
+HARNESS_METRICS_PATH = "/spear/harness-telemetry"
 # The name `gateway.coder.upstreams` gives the Kubernetes fleet (its tracks are routes
 # vllm-stable and vllm-canary).
 FLEET_UPSTREAM = "vllmFleet"

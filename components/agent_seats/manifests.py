@@ -8,9 +8,11 @@ it has one, and the Deployment of one pod that idles until the developer `kubect
 harness in it.
 
 The harness's wiring is spear/harness.py's, rendered with a placeholder for the key: every
-variable that holds exactly the key comes from the Secret (`secretKeyRef`), so the Deployment
+variable that holds exactly the key comes from the Secret (`secretKeyRef`), and a longer value
+that embeds it names that variable (`$(NAME)`, which Kubernetes expands), so the Deployment
 holds no credential and is known at preview; a wiring that embeds the key anywhere else (a file,
-a longer value) is refused, since it could only reach the seat as a literal.
+a value with no such variable before it) is refused, since it could only reach the seat as a
+literal.
 """
 
 from __future__ import annotations
@@ -80,13 +82,19 @@ def _file(entry: dict[str, Any]) -> dict[str, str] | None:
 
 def _env(seat: Seat, entry: dict[str, Any]) -> list[dict[str, Any]]:
     env: list[dict[str, Any]] = [{"name": "HOME", "value": HOME}, {"name": "TMPDIR", "value": TMP}]
+    keyed = None  # the first variable that is exactly the key
     for variable, value in entry["env"].items():
         if value == KEY_PLACEHOLDER:
             env.append({"name": variable, "valueFrom": {"secretKeyRef": {
                 "name": key_secret_name(seat), "key": KEY_FIELD}}})
+            keyed = keyed or variable
         elif KEY_PLACEHOLDER in value:
-            raise ValueError(f"{variable} embeds the key: only a variable that is exactly the key"
-                             " can come from the seat's Secret")
+            if keyed is None:
+                raise ValueError(f"{variable} embeds the key and no variable before it is exactly"
+                                 " the key: only such a variable can come from the seat's Secret")
+            # Kubernetes expands $(NAME) of a variable defined earlier in the list (Claude
+            # Code's `Authorization=Bearer <key>` header): the value names the key, never holds it.
+            env.append({"name": variable, "value": value.replace(KEY_PLACEHOLDER, f"$({keyed})")})
         else:
             env.append({"name": variable, "value": value})
     return env

@@ -4,8 +4,9 @@ The cookbook's observability table ("How to run it in production") as panels: sp
 developer and per team and tokens (the gateway's exporter, spear_gateway/exporter.py), the
 hatch's escalation rate and share of `coder` traffic, its month's spend against the cap, TTFT
 and ITL p95 (vLLM's histograms) and TTFT p95 per stamped priority (the gateway's), the
-prefix-cache hit rate and preemptions. Diff acceptance, the
-table's one value row, has no panel: no harness here reports accepted diffs (docs/OPERATING.md says so).
+prefix-cache hit rate and preemptions, and diff acceptance per team: the share of edit decisions
+accepted among those harnesses reported to the gateway (spear_gateway/edits.py; Claude Code is
+the harness that reports them).
 
 Shipped as a ConfigMap labelled `grafana_dashboard: "1"`, which Grafana's dashboard sidecar loads.
 """
@@ -27,6 +28,7 @@ DEVELOPER_BUDGET = "spear_developer_budget_usd"
 DEVELOPER_TOKENS = "spear_developer_tokens_total"
 HATCH_CAP = "spear_hatch_cap_usd"
 FLEET_TTFT = "spear_fleet_ttft_seconds"  # the gateway's, by the priority it stamped
+EDIT_DECISIONS = "spear_edit_decisions_total"  # the gateway's, from the harnesses' reports
 # LiteLLM's own request counter (its `prometheus` callback), by model group.
 LITELLM_REQUESTS = "litellm_proxy_total_requests_metric_total"
 # What the queries call besides metrics.
@@ -79,6 +81,10 @@ def render(served_model_name: str) -> dict[str, Any]:
         _panel("Preemptions per hour", {
             "preemptions": f"sum(increase({alerts.PREEMPTIONS}{{{model}}}[1h]))"},
             "short", (12, 24, 12, 8)),
+        _panel("Diff acceptance per team (edit decisions harnesses reported)", {
+            "{{team}}": f'sum by (team) (increase({EDIT_DECISIONS}{{decision="accept"}}[1d])) / '
+                        f"sum by (team) (increase({EDIT_DECISIONS}[1d]))"},
+            "percentunit", (12, 32, 12, 8)),
     ]
     return {"uid": UID, "title": "spear-fleet", "schemaVersion": 39, "editable": False,
             "time": {"from": "now-24h", "to": "now"}, "refresh": "1m",

@@ -58,10 +58,15 @@ def test_each_harness_gets_its_key_from_the_seats_secret_and_its_wiring_read_onl
     env = {e["name"]: e for e in main["env"]}
     assert env[variable] == {"name": variable, "valueFrom": {"secretKeyRef": {
         "name": f"seat-{name}-key", "key": "key"}}}
-    # Every other variable is the harness's own wiring, with no key in it.
+    # Every other variable is the harness's own wiring, with no key in it: one that embeds the
+    # key (Claude Code's metrics header) names the key's variable for Kubernetes to expand.
     assert {e["name"]: e["value"] for e in main["env"] if "value" in e} == {
         "HOME": "/workspace/.home", "TMPDIR": "/workspace/.tmp",
-        **{k: v for k, v in entry["env"].items() if k != variable}}
+        **{k: v.replace(manifests.KEY_PLACEHOLDER, f"$({variable})")
+           for k, v in entry["env"].items() if k != variable}}
+    names = [e["name"] for e in main["env"]]
+    assert all(names.index(variable) < names.index(e["name"]) for e in main["env"]
+               if f"$({variable})" in e.get("value", ""))
     assert manifests.KEY_PLACEHOLDER not in json.dumps(spec)
     assert (main["image"], main["command"], main["workingDir"]) == (
         SEAT_IMAGE, ["sleep", "infinity"], "/workspace")
@@ -113,7 +118,7 @@ def test_a_wiring_that_would_put_the_key_anywhere_but_a_variable_of_its_own_is_r
         manifests.deployment(sandbox, seat, in_file)
     embedded = copy.deepcopy(entry)
     embedded["env"]["OWNED_API_KEY"] = f"Bearer {manifests.KEY_PLACEHOLDER}"
-    with pytest.raises(ValueError, match="OWNED_API_KEY embeds the key"):
+    with pytest.raises(ValueError, match="OWNED_API_KEY embeds the key and no variable before it"):
         manifests.deployment(sandbox, seat, embedded)
 
 

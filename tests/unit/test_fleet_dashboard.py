@@ -17,7 +17,7 @@ def exported() -> set[str]:
     gateway = {exporter.SPEND, exporter.BUDGET, f"{exporter.TOKENS}_total", exporter.HATCH_SPEND,
                exporter.HOLDS, f"{metrics.HATCH_ESCALATIONS._name}_total",
                metrics.HATCH_CAP_USD._name, f"{metrics.FLEET_TTFT._name}_bucket",
-               dashboard.LITELLM_REQUESTS}
+               f"{metrics.EDIT_DECISIONS._name}_total", dashboard.LITELLM_REQUESTS}
     vllm = {alerts.PREEMPTIONS, alerts.PREFIX_HITS, alerts.PREFIX_QUERIES,
             f"{alerts.TTFT}_bucket", f"{alerts.ITL}_bucket"}
     return gateway | vllm
@@ -35,17 +35,18 @@ def test_every_metric_a_panel_reads_is_one_the_gateway_or_the_fleet_exports():
     read = dashboard.metrics_read(dashboard.render(MODEL))
     assert read - exported() == set()
     # The cookbook's rows: spend and tokens per developer and team, escalations, TTFT, ITL,
-    # the prefix cache, preemptions.
+    # the prefix cache, preemptions, diff acceptance.
     assert {dashboard.DEVELOPER_SPEND, dashboard.DEVELOPER_TOKENS, alerts.HATCH_ESCALATIONS,
             f"{alerts.TTFT}_bucket", f"{alerts.ITL}_bucket", alerts.PREFIX_HITS,
-            alerts.PREEMPTIONS} <= read
+            alerts.PREEMPTIONS, dashboard.EDIT_DECISIONS} <= read
 
 
 def test_the_dashboards_gateway_names_are_the_exporters():
     assert (dashboard.DEVELOPER_SPEND, dashboard.DEVELOPER_BUDGET, dashboard.DEVELOPER_TOKENS) == (
         exporter.SPEND, exporter.BUDGET, f"{exporter.TOKENS}_total")
-    assert (dashboard.HATCH_CAP, dashboard.FLEET_TTFT) == (metrics.HATCH_CAP_USD._name,
-                                                           metrics.FLEET_TTFT._name)
+    assert (dashboard.HATCH_CAP, dashboard.FLEET_TTFT, dashboard.EDIT_DECISIONS) == (
+        metrics.HATCH_CAP_USD._name, metrics.FLEET_TTFT._name,
+        f"{metrics.EDIT_DECISIONS._name}_total")
 
 
 def test_the_fleets_queries_select_its_served_model():

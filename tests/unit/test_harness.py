@@ -26,8 +26,10 @@ def test_qwen_code_gets_the_openai_variables():
 def test_qwen_code_is_told_the_served_window_and_output_limit_in_its_settings_file():
     file = WIRING[harness.QWEN_CODE]["file"]
     assert file["path"] == "~/.qwen/settings.json"
-    assert json.loads(file["content"]) == {"model": {"generationConfig": {
-        "contextWindowSize": 32768, "samplingParams": {"max_tokens": 4096}}}}
+    assert json.loads(file["content"]) == {
+        "privacy": {"usageStatisticsEnabled": False},
+        "model": {"generationConfig": {"contextWindowSize": 32768,
+                                       "samplingParams": {"max_tokens": 4096}}}}
     assert KEY not in file["content"]
 
 
@@ -41,8 +43,25 @@ def test_openhands_gets_the_litellm_prefixed_model_and_runs_with_override_with_e
 def test_claude_code_gets_the_bearer_token_the_base_url_without_v1_and_the_window():
     assert WIRING[harness.CLAUDE_CODE]["env"] == {
         "ANTHROPIC_BASE_URL": URL, "ANTHROPIC_AUTH_TOKEN": KEY, "ANTHROPIC_MODEL": "coder",
-        "CLAUDE_CODE_DISABLE_THINKING": "1", "CLAUDE_CODE_MAX_CONTEXT_TOKENS": "32768",
-        "CLAUDE_CODE_MAX_OUTPUT_TOKENS": "4096"}
+        "CLAUDE_CODE_DISABLE_THINKING": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        "CLAUDE_CODE_MAX_CONTEXT_TOKENS": "32768",
+        "CLAUDE_CODE_MAX_OUTPUT_TOKENS": "4096", **CLAUDE_CODE_METRICS}
+
+
+CLAUDE_CODE_METRICS = {
+    "CLAUDE_CODE_ENABLE_TELEMETRY": "1", "OTEL_METRICS_EXPORTER": "otlp",
+    "OTEL_EXPORTER_OTLP_METRICS_PROTOCOL": "http/json",
+    "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT": f"{URL}/spear/harness-telemetry",
+    "OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE": "delta",
+    "OTEL_EXPORTER_OTLP_HEADERS": f"Authorization=Bearer {KEY}"}
+
+
+def test_claude_code_sends_its_metrics_to_the_gateway_alone_with_the_developers_key():
+    env = WIRING[harness.CLAUDE_CODE]["env"]
+    assert {k: env[k] for k in CLAUDE_CODE_METRICS} == CLAUDE_CODE_METRICS
+    # No event or log exporter: prompts and tool inputs never leave the developer's machine.
+    assert not any(name.startswith("OTEL_LOGS") or name == "OTEL_EXPORTER_OTLP_ENDPOINT"
+                   for name in env)
 
 
 def test_codex_gets_a_config_toml_on_responses_with_its_key_from_the_environment():
@@ -73,7 +92,8 @@ def test_each_harness_carries_the_stacks_version_and_the_command_that_installs_i
 
 
 def test_without_a_known_window_no_harness_is_told_one():
-    assert "file" not in BARE[harness.QWEN_CODE]
+    assert json.loads(BARE[harness.QWEN_CODE]["file"]["content"]) == {
+        "privacy": {"usageStatisticsEnabled": False}}  # its own statistics stay off regardless
     assert "model_context_window" not in tomllib.loads(BARE[harness.CODEX]["file"]["content"])
     told = {"CLAUDE_CODE_MAX_CONTEXT_TOKENS", "CLAUDE_CODE_MAX_OUTPUT_TOKENS"}
     assert not told & {name for entry in BARE.values() for name in entry["env"]}

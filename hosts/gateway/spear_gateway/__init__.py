@@ -98,5 +98,8 @@ the master key): `spear_hatch_escalations_total{status="429"|"500"|"503"|...|"ti
 histogram of the fleet's time to first token by stamped priority); and, read from the database at each scrape
 (exporter.py, the same on every replica), `spear_hatch_spend_usd` (this month's, for the spend
 alert), `spear_budget_holds_in_flight`, `spear_developer_spend_usd{developer,team}`,
-`spear_developer_budget_usd{developer,team}`, `spear_developer_tokens_total{developer,team,kind}`.
+`spear_developer_budget_usd{developer,team}`, `spear_developer_tokens_total{developer,team,kind}`;
+and `spear_edit_decisions_total{developer,team,harness,tool,decision,source}`, the edit decisions
+harnesses report to `POST /spear/harness-telemetry` with a developer's key (edits.py: diff
+acceptance; the hook adds that route to LiteLLM's app).
 """

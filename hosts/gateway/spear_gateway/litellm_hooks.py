@@ -93,7 +93,7 @@ from typing import Any
 from fastapi import HTTPException
 from litellm.integrations.custom_logger import CustomLogger
 
-from spear_gateway import exporter, metrics
+from spear_gateway import edits, exporter, metrics
 from spear_gateway.budget import ContractViolation, HoldExpired, Ledger
 from spear_gateway.hatch import FleetFailure, fleet_failure
 from spear_gateway.pricing import Prices, output_limit, usage_usd, worst_case_usd
@@ -164,6 +164,7 @@ class SpearGateway(CustomLogger):
         self._store_lock = asyncio.Lock()  # the first requests arrive together: one pool
         self._in_flight: dict[str, InFlight] = {}
         metrics.IN_FLIGHT.set_function(lambda: len(self._in_flight))
+        edits.mount(self)
 
     async def store(self) -> Any:
         async with self._store_lock:

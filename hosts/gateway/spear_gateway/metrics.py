@@ -29,3 +29,8 @@ FLEET_TTFT = Histogram(
     "Time to the first token of coder requests the fleet served, by the priority the gateway"
     " stamped (vLLM's own TTFT histogram has no priority)", ["priority"],
     buckets=(0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0))
+EDIT_DECISIONS = Counter(
+    "spear_edit_decisions",
+    "Edit decisions harnesses reported with a developer's key (spear_gateway/edits.py): diff"
+    " acceptance is the share of decision=\"accept\"",
+    ["developer", "team", "harness", "tool", "decision", "source"])

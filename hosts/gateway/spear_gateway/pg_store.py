@@ -75,6 +75,12 @@ LEFT JOIN spear_gateway.spear_budget_keys k ON k.key = o.token
 LEFT JOIN tokens t ON t.api_key = o.token
 GROUP BY o.developer, o.team ORDER BY o.developer, o.team
 """
+_KEY_OWNER = """
+SELECT coalesce(metadata->>'developer', key_alias, ''), coalesce(metadata->>'team', '')
+FROM "LiteLLM_VerificationToken"
+WHERE token = %s AND blocked IS NOT TRUE
+  AND (expires IS NULL OR expires > now() AT TIME ZONE 'UTC')  -- Prisma writes UTC, no zone
+"""
 
 
 # The URL parameters libpq understands; Prisma's own (schema, connection_limit, pool_timeout,
@@ -297,6 +303,11 @@ class PgStore:
         return [DeveloperUsage(developer, team, usd(int(used)), float(budget or 0),
                                int(prompt), int(completion))
                 for developer, team, used, budget, prompt, completion in rows]
+
+    def key_owner(self, token: str) -> tuple[str, str] | None:
+        """(developer, team) of a live key by LiteLLM's hash of it; None for no such key."""
+        row = self._run(lambda conn: conn.execute(_KEY_OWNER, (token,)).fetchone())
+        return (row[0], row[1]) if row else None
 
     @property
     def hatch_spent_usd(self) -> float:
