@@ -32,6 +32,9 @@ UID = 1000
 # allows 5 minutes before liveness counts.
 STARTUP_SECONDS = 300
 PROBE_PERIOD = 5
+# Kubernetes' default probe timeout is 1 s; a cold CI run (load 10 on two cores) saw a replica
+# unready right after its rollout, when readiness (a database round trip) can take longer.
+PROBE_TIMEOUT = 5
 # How long the `up` waits for a rollout (every new pod's proof included) before failing.
 ROLLOUT_TIMEOUT_SECONDS = 900
 
@@ -114,12 +117,15 @@ def deployment(gateway: Gateway, rollout: dict[str, Any]) -> dict[str, Any]:
                         "ports": [{"name": "http", "containerPort": gateway.port}],
                         "startupProbe": {"httpGet": {"path": "/health/liveliness", **http},
                                          "periodSeconds": PROBE_PERIOD,
+                                         "timeoutSeconds": PROBE_TIMEOUT,
                                          "failureThreshold": STARTUP_SECONDS // PROBE_PERIOD},
                         "livenessProbe": {"httpGet": {"path": "/health/liveliness", **http},
-                                          "periodSeconds": 10, "failureThreshold": 3},
+                                          "periodSeconds": 10, "failureThreshold": 3,
+                                          "timeoutSeconds": PROBE_TIMEOUT},
                         # Readiness asks the database too: a pod that lost it takes no requests.
                         "readinessProbe": {"httpGet": {"path": "/health/readiness", **http},
-                                           "periodSeconds": PROBE_PERIOD, "failureThreshold": 2},
+                                           "periodSeconds": PROBE_PERIOD, "failureThreshold": 2,
+                                           "timeoutSeconds": PROBE_TIMEOUT},
                         "securityContext": _security(),
                     }],
                     "volumes": [{"name": "config", "configMap": {"name": CONFIG_MAP,

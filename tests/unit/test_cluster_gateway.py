@@ -80,6 +80,9 @@ def test_two_replicas_roll_one_pod_at_a_time_and_each_proves_every_fleet_route_f
     assert litellm["command"][:3] == ["/opt/litellm/venv/bin/litellm", "--config",
                                       "/config/config.yaml"]
     assert litellm["readinessProbe"]["httpGet"]["path"] == "/health/readiness"
+    # A loaded node answers probes slower than Kubernetes' default 1 s allows.
+    assert {litellm[p]["timeoutSeconds"] for p in ("startupProbe", "livenessProbe",
+                                                   "readinessProbe")} == {5}
     data = cluster.inputs["gateway-config"]["data"]
     assert json.loads(data["proofs.json"]) == [{
         "route": "vllm-stable", "api_base": "http://10.96.100.10:8000/v1",
