@@ -19,6 +19,7 @@ import fcntl
 import hashlib
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -33,6 +34,8 @@ from components.cache import cache_dir
 # Bump when a build step below changes in a way the keyed inputs do not show.
 RECIPE = 2
 KUBE_MODULES = Path(__file__).resolve().parent / "kube"
+# The Go build settings the engine's build uses too (scripts/setup-engine.sh).
+GO_BUILD_ENV = Path(__file__).resolve().parents[1] / "engine" / "go-build.env"
 
 KUBERNETES_VERSION = "v1.37.2"
 # One go build: the node's binaries share most packages with the control plane's.
@@ -68,11 +71,16 @@ def _say(message: str) -> None:
     print(f"setup-kubernetes: {message}", file=sys.stderr, flush=True)
 
 
+def go_build_settings() -> dict[str, str]:
+    """engine/go-build.env's variables (KEY=value lines, values quoted as in a shell)."""
+    lines = [line for line in GO_BUILD_ENV.read_text().splitlines() if line and not line.startswith("#")]
+    return dict(shlex.split(line)[0].split("=", 1) for line in lines)
+
+
 def _go_env(cgo: bool) -> dict[str, str]:
     if not shutil.which("go"):
         raise BuildError("needs Go (https://go.dev/dl) to build the Kubernetes binaries and provider plugin")
-    return dict(os.environ, CGO_ENABLED="1" if cgo else "0", GOWORK="off",
-                GOFLAGS="-mod=readonly -trimpath -buildvcs=false")
+    return {**os.environ, **go_build_settings(), "CGO_ENABLED": "1" if cgo else "0"}
 
 
 def _run(args: list[str], cwd: Path, env: dict[str, str] | None = None) -> str:
@@ -88,7 +96,8 @@ def _go(args: list[str], cwd: Path, cgo: bool = False) -> str:
 
 def _key(*parts: str | bytes) -> str:
     digest = hashlib.sha256()
-    for part in (str(RECIPE), _go(["env", "GOVERSION"], Path.cwd()).strip(), *parts):
+    go_version = _go(["env", "GOVERSION"], Path.cwd()).strip()
+    for part in (str(RECIPE), go_version, GO_BUILD_ENV.read_text(), *parts):
         data = part.encode() if isinstance(part, str) else part
         digest.update(len(data).to_bytes(8, "big") + data)
     return digest.hexdigest()[:16]

@@ -73,13 +73,16 @@ upstream_src() { # prints the folder holding the upstream sources
 
 need_go() {
   command -v go >/dev/null || { say "needs Go (https://go.dev/dl) to build $1"; exit 1; }
-  export CGO_ENABLED=0 GOFLAGS=-mod=readonly GOWORK=off
+  set -a
+  # shellcheck source=engine/go-build.env
+  source "$repo/engine/go-build.env"
+  set +a
   go_version=$(go env GOVERSION)
 }
 
 content_key() { # short sha256 over the named files plus the version stamped into the build
   local stamp=$1; shift
-  { cat "$@"; echo "$stamp $go_version"; } | sha256sum | cut -c1-16
+  { cat "$@" "$repo/engine/go-build.env"; echo "$stamp $go_version"; } | sha256sum | cut -c1-16
 }
 
 build_once() { # $1 output binary, $2 module folder, $3 package, then `go build` flags
@@ -105,13 +108,13 @@ build_engine() { # prints the folder holding the CLI, the language host and the 
     "$host_dir"/go.mod "$host_dir"/go.sum "$host_main")/pulumi-language-python
 
   [ -x "$cli" ] || build_once "$cli" "$cli_dir" github.com/pulumi/pulumi/pkg/v3/cmd/pulumi \
-    -trimpath -tags osusergo,grpcnotrace \
+    -tags osusergo,grpcnotrace \
     -ldflags "-X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=v$pulumi_version"
   if [ ! -x "$host" ]; then
     # The upstream main.go, built as its own module against the CLI's pkg/sdk version.
     mkdir "$scratch/langhost"
     cp "$host_dir/go.mod" "$host_dir/go.sum" "$host_main" "$scratch/langhost/"
-    build_once "$host" "$scratch/langhost" . -trimpath -tags osusergo,grpcnotrace \
+    build_once "$host" "$scratch/langhost" . -tags osusergo,grpcnotrace \
       -ldflags "-X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=$host_version"
   fi
 
@@ -145,7 +148,7 @@ install_command_plugin() { # $1 the pulumi binary
     # Built in a scratch copy, outside any git checkout, so the binary depends on the content only.
     cp -r "$src" "$scratch/provider"
     chmod -R u+w "$scratch/provider"
-    build_once "$provider" "$scratch/provider" ./cmd/pulumi-resource-command -trimpath \
+    build_once "$provider" "$scratch/provider" ./cmd/pulumi-resource-command \
       -ldflags "-X github.com/pulumi/pulumi-command/provider/pkg/version.Version=v$command_version"
   fi
   say "installing the command provider plugin v$command_version"
