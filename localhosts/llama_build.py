@@ -3,7 +3,8 @@ and for tests that serve a model without a host.
 
 Built with the same script, into the same content-keyed folder and under the same lock that the
 local hosts mount as `<runtime>/builds` (localhosts/local_stack.py), so whichever builds first,
-the host or this, the other waits for it and reuses it.
+the host or this, the other waits for it and reuses it. `python -m localhosts.llama_build` builds it
+if needed and prints its path (scripts/test runs it in the background, beside the tests).
 """
 
 from __future__ import annotations
@@ -47,3 +48,7 @@ def local_stack_llama_server() -> Path:
             subprocess.run(["bash", str(BUILD_SCRIPT), str(folder), archive.subdir, "--",
                             *cfg.cmake_flags], check=True, env=env)
     return folder / "bin" / "llama-server"
+
+
+if __name__ == "__main__":
+    print(local_stack_llama_server())
