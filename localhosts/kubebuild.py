@@ -1,9 +1,8 @@
 """Builds what the local Kubernetes cluster runs (control plane, a real node: kubelet, kube-proxy,
 containerd, runc, the CNI plugins, the pause image's binary) and the pulumi-kubernetes provider
-plugin, from Go modules (none of them can be downloaded as release binaries here); and SeaweedFS's
-`weed`, whose S3 gateway holds the shared-state tests' bucket, since it is built the same way.
+plugin, from Go modules (none of them can be downloaded as release binaries here).
 
-Each artifact is a folder `$SPEAR_CACHE/<group>/<name>-<key>/`, keyed by its recipe: the pinned
+Each artifact is a folder `$SPEAR_CACHE/kubernetes/<name>-<key>/`, keyed by its recipe: the pinned
 modules (a go.mod + go.sum under localhosts/kube/, or a module version), the build flags, the Go
 version and RECIPE. It is built in a temporary folder beside it and renamed into place, so a
 folder that exists is complete and is reused as it is. CLI: scripts/setup-kubernetes.sh.
@@ -58,9 +57,6 @@ PROVIDER_MODULE = "github.com/pulumi/pulumi-kubernetes/provider/v4"
 PROVIDER_MODULE_VERSION = "v4.0.0-20260115033456-f47bc2d6f199"
 PROVIDER_SDK_MODULE = "github.com/pulumi/pulumi-kubernetes/sdk/v4"
 PROVIDER_BINARY = "pulumi-resource-kubernetes"
-# The only version the Go module proxy serves (a pseudo-version of upstream's main branch).
-SEAWEEDFS_MODULE = "github.com/seaweedfs/seaweedfs"
-SEAWEEDFS_VERSION = "v0.0.0-20261109003541-7506e5f91cd6"
 
 
 class BuildError(RuntimeError):
@@ -132,11 +128,10 @@ class Artifact:
     key: str
     files: tuple[str, ...]
     build: Callable[[Path], None]  # fills a temporary folder with `files`
-    group: str = "kubernetes"
 
     @property
     def folder(self) -> Path:
-        return cache_dir() / self.group / f"{self.name}-{self.key}"
+        return cache_dir() / "kubernetes" / f"{self.name}-{self.key}"
 
     def path(self, file: str) -> Path:
         return self.folder / file
@@ -249,19 +244,11 @@ def provider() -> Artifact:
     return Artifact("provider", key, (PROVIDER_BINARY,), build)
 
 
-def seaweedfs() -> Artifact:
-    """`weed`: its go.mod has replace directives, so it builds inside the module's own folder."""
-    def build(out: Path) -> None:
-        _go(["build", "-ldflags", "-s -w", "-o", str(out / "weed"), "./weed"],
-            _module_dir(SEAWEEDFS_MODULE, SEAWEEDFS_VERSION))
-
-    return Artifact("seaweedfs", _key("-s -w", f"{SEAWEEDFS_MODULE}@{SEAWEEDFS_VERSION}"),
-                    ("weed",), build, group="seaweedfs")
-
-
 def artifacts() -> dict[str, Artifact]:
-    """Every artifact by name, smallest build first; the cluster's, then SeaweedFS."""
-    return {a.name: a for a in (etcd(), node(), kubernetes(), provider(), seaweedfs())}
+    """Every artifact by name, in build order: the provider first, since the tests that need only
+    it (a fleet's preview, the policy pack) can then start while the cluster's binaries build;
+    then the cluster's, smallest first."""
+    return {a.name: a for a in (provider(), etcd(), node(), kubernetes())}
 
 
 def provider_plugin_dir() -> Path:
@@ -307,7 +294,7 @@ def ensure_all() -> list[Path]:
     """Every artifact of the cluster built and the provider plugin installed (what the cluster
     and the fleet's tests need)."""
     return [install_provider_plugin() if name == "provider" else artifact.ensure()
-            for name, artifact in artifacts().items() if artifact.group == "kubernetes"]
+            for name, artifact in artifacts().items()]
 
 
 def main(argv: list[str]) -> int:

@@ -6,8 +6,15 @@
 # The kubernetes provider plugin and the local cluster's binaries build with
 # scripts/setup-kubernetes.sh (scripts/test starts it; a stack with a vLLM fleet needs the plugin).
 # The local hosts install their own host tools (debootstrap, systemd-container, zstd) when one is
-# first booted (localhosts/rootfs.py).
+# first booted (localhosts/rootfs.py). `--no-engine` skips the engine (scripts/test builds it
+# after starting the hosts' build, which needs only the virtualenv).
 set -euo pipefail
+engine=1
+case ${1-} in
+  "") ;;
+  --no-engine) engine= ;;
+  *) echo "setup: unknown argument '$1'; allowed: --no-engine" >&2; exit 2 ;;
+esac
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 say() { echo "setup: $*" >&2; }
 export DEBIAN_FRONTEND=noninteractive
@@ -28,6 +35,8 @@ command -v iptables >/dev/null || packages+=(iptables)
 command -v conntrack >/dev/null || packages+=(conntrack)
 # strace: a test lists every address a real harness connects to (only the gateway).
 command -v strace >/dev/null || packages+=(strace)
+# Java runs S3Proxy, the shared-state tests' S3 server (localhosts/s3_server.py).
+command -v java >/dev/null || packages+=(openjdk-17-jre-headless)
 if [ ${#packages[@]} -gt 0 ]; then
   say "installing ${packages[*]} with apt-get"
   apt_update && apt-get install -y -qq --no-install-recommends "${packages[@]}" >&2
@@ -57,4 +66,4 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "$want" > "$stamp"
 fi
 
-"$repo/scripts/setup-engine.sh" >/dev/null
+[ -z "$engine" ] || "$repo/scripts/setup-engine.sh" >/dev/null

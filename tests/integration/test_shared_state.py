@@ -1,4 +1,4 @@
-"""A shared state backend on real parts: Pulumi's S3 backend against SeaweedFS's S3 gateway
+"""A shared state backend on real parts: Pulumi's S3 backend against S3Proxy's S3 API
 (localhosts/s3_server.py) on this machine, as a team would point every operator and CI at one
 bucket. The stack's secrets are encrypted with a passphrase taken from the environment; the
 bucket never holds one in plain text. Two `pulumi up` on one stack: the second is refused, naming
@@ -57,7 +57,7 @@ pulumi.export("token", config.require_secret("token"))
 
 @pytest.fixture(scope="module")
 def s3(tmp_path_factory):
-    with s3_server.running(tmp_path_factory.mktemp("seaweedfs")) as server:
+    with s3_server.running(tmp_path_factory.mktemp("s3proxy")) as server:
         yield server
 
 

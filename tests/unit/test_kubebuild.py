@@ -59,14 +59,10 @@ def test_a_changed_module_pin_or_recipe_is_a_new_build_folder(tmp_path, monkeypa
     assert len({before, pinned_otherwise, kubebuild.etcd().folder}) == 3
 
 
-def test_seaweedfs_is_cached_apart_from_the_cluster_and_the_cluster_never_waits_for_it(
-        cache, monkeypatch):
-    weed = kubebuild.seaweedfs()
-    assert weed.folder.parent == cache / "seaweedfs" and weed.files == ("weed",)
-    monkeypatch.setattr(kubebuild, "SEAWEEDFS_VERSION", "v0.0.0-20990101000000-000000000000")
-    assert kubebuild.seaweedfs().folder != weed.folder  # another pin, another build
+def test_the_provider_builds_first_so_the_tests_that_need_only_it_need_not_wait_for_the_cluster(
+        monkeypatch):
     ensured = []
     monkeypatch.setattr(Artifact, "ensure", lambda self: ensured.append(self.name))
     monkeypatch.setattr(kubebuild, "install_provider_plugin", lambda: ensured.append("provider"))
     kubebuild.ensure_all()
-    assert ensured == ["etcd", "node", "kubernetes", "provider"]
+    assert ensured == ["provider", "etcd", "node", "kubernetes"]
