@@ -35,13 +35,14 @@ from gate import stack as stacks  # the stack's config and outputs, read with pu
 from spear import rollout_gate
 from spear import trace as traces
 from spear.fleet import CANARY, STABLE
+from spear.probes import TOOL_REGISTRY
 from spear.rules import CODER_MODEL
 
-# The tool-call step's prompts, cycled: coding requests a registry tool answers.
+# The tool-call step's prompts, cycled: coding requests one of the registry's tools answers.
 TOOL_PROMPTS = (
     "Read src/app.py and summarise it.",
+    "Run the tests in tests/test_app.py and tell me what fails.",
     "Open src/app.py: where is the config parsed?",
-    "Read src/app.py: what does main() return?",
     "Which function in src/app.py handles a missing key? Read it.",
 )
 MAX_TOKENS = 128
@@ -112,10 +113,10 @@ def _sse_data(resp) -> Iterator[str]:
             yield line[5:].strip()
 
 
-def tool_call_bodies(route: str, samples: int, tools: tuple[str, ...] = ("read_file",)) -> list[dict[str, Any]]:
-    """The tool-call step's requests, offering `tools` of the registry (read_file alone by
-    default: the local tiny model's 256-token window holds one tool definition and a prompt)."""
-    tools = [rollout_gate.tool_definition(name) for name in tools]
+def tool_call_bodies(route: str, samples: int) -> list[dict[str, Any]]:
+    """The tool-call step's requests, each offering every tool of the registry: a candidate
+    must pick the right one and fill its arguments as the validator admits them."""
+    tools = [rollout_gate.tool_definition(name) for name in sorted(TOOL_REGISTRY)]
     return [{"model": route, "max_tokens": MAX_TOKENS, "temperature": 0, "tools": tools,
              "messages": [{"role": "user", "content": TOOL_PROMPTS[i % len(TOOL_PROMPTS)]}]}
             for i in range(samples)]

@@ -1,6 +1,8 @@
 """What scripts/gate needs from a stack: its rolloutGate policy (read by the config check's own
-parser), the records folder, the canary pair the record pins, the gateway's URL, and the keys of
-the developers rolloutGate.keys names (from the stack's `harnesses` output, a secret)."""
+parser), the records folder, the canary pair the record pins (as the last `pulumi up` deployed it:
+the fleet's `rollout` output, so a canary edited in the config but not yet deployed is never
+pinned), the gateway's URL, and the keys of the developers rolloutGate.keys names (from the
+stack's `harnesses` output, a secret)."""
 
 from __future__ import annotations
 
@@ -34,7 +36,7 @@ class GateStack:
     records: Path
     tasks: tuple[rollout_gate.Task, ...]
     arrivals: tuple[trace.Arrival, ...]
-    canary: dict[str, str] | None
+    canary: rollout_gate.Pair | None  # as deployed
     gateway_url: str
     keys: dict[str, str]  # track -> the key its requests are sent with
     key_owners: dict[str, str]  # track -> the developer who owns that key
@@ -45,13 +47,26 @@ class GateStack:
     def candidate_pin(self, gateway_version: str | None) -> rollout_gate.Pin:
         """The canary's pair, and LiteLLM's version as the gateway reports it live (else as the
         stack's install read it), and the harness versions the stack pins."""
-        if self.canary is None:
-            raise GateError("the stack declares no vllmFleet.canary: the pair a record pins")
         version = gateway_version or self.installed_version
         if not version:
             raise GateError("neither the gateway nor the stack's outputs say LiteLLM's version")
-        return rollout_gate.Pin(self.canary["tag"], self.canary["model"], self.canary["revision"],
-                                version, tuple(sorted(self.harness_versions.items())))
+        return rollout_gate.Pin(*self.canary, version, tuple(sorted(self.harness_versions.items())))
+
+
+def deployed_canary(declared: Any, stack: str) -> rollout_gate.Pair:
+    """The canary pair the stack's last update deployed, which must be the one it declares."""
+    if declared is MISSING:
+        raise GateError("the stack declares no vllmFleet.canary, the pair a record pins: declare"
+                        " it (`pulumi config set --path vllmFleet.canary.tag ...`, docs/OPERATING.md"
+                        " \"Canary, promote, rollback\") and `pulumi up` first")
+    rollout = (_pulumi("stack", "output", "vllm_fleet", "--stack", stack) or {}).get("rollout") or {}
+    deployed = rollout_gate.pair_from_json(rollout.get(CANARY))
+    wanted = tuple(str(declared.get(k)) for k in ("tag", "model", "revision"))
+    if deployed != wanted:
+        raise GateError(f"vllmFleet.canary declares {rollout_gate.describe(wanted)}, but the last"
+                        " `pulumi up` deployed " + (rollout_gate.describe(deployed) if deployed
+                                                    else "no canary") + f": `pulumi up --stack {stack}` first")
+    return deployed
 
 
 def load(stack: str) -> GateStack:
@@ -81,10 +96,9 @@ def load(stack: str) -> GateStack:
                 for track, who in owners.items()}
     except KeyError as missing:
         raise GateError(f"the stack's harnesses output has no key for {missing}: `pulumi up` first")
-    canary = get(fleet, "canary")
     return GateStack(policy=policy, records=Path(records), tasks=tasks,
                      arrivals=trace.parse(json.loads(trace_file)),
-                     canary=None if canary is MISSING else dict(canary),
+                     canary=deployed_canary(get(fleet, "canary"), stack),
                      gateway_url=gateway["url"].rstrip("/"), keys=keys, key_owners=owners,
                      installed_version=gateway.get("litellm_version"),
                      harness_versions=gateway.get("harness_versions") or {})

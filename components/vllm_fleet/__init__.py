@@ -152,7 +152,8 @@ class VllmFleet(pulumi.ComponentResource):
                           f".svc.cluster.local:{cfg.vllm.port}/v1" for track in self.tracks},
             "cluster_ips": {track.name: track.address for track in self.tracks},
             "served_model_name": cfg.vllm.served_model_name,
-            # What the next preview compares a change of stable with (config/load.py).
+            # What the next preview compares a change of stable with (config/load.py), and the
+            # canary pair scripts/gate pins (gate/stack.py).
             "rollout": manifests.rollout_pairs(cfg),
             "stable": {"image": cfg.image_ref(cfg.stable), "revision": cfg.stable.revision,
                        "replicas": cfg.replicas},

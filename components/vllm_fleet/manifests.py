@@ -155,9 +155,10 @@ def _key_json(key: tuple[str, str, str] | None) -> dict[str, str] | None:
 
 
 def rollout_pairs(fleet: VllmFleet) -> dict[str, Any]:
-    """The stable and previous pairs this update deploys (tag, model, revision)."""
+    """The stable, previous and canary pairs this update deploys (tag, model, revision)."""
     return {"stable": _key_json(fleet.stable.key),
-            "previous": _key_json(fleet.previous.key if fleet.previous else None)}
+            "previous": _key_json(fleet.previous.key if fleet.previous else None),
+            "canary": _key_json(fleet.canary.pair.key if fleet.canary else None)}
 
 
 def _gz(data: bytes) -> str:

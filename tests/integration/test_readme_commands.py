@@ -37,8 +37,10 @@ PROMETHEUS_PORT = 9090  # the local stack's (observability.prometheus, bundled)
 LAST_LINES = [
     f"smoke test \\(local\\): {ANSWER}",
     # The inference host and the fleet's stable Service both answered, each pod named.
+    # The gate's pilot-ring key is served like everyone else's while no canary is up.
     *(f"smoke test \\(gateway, coder, {developer}\\): {ANSWER}; served by local,"
-      r" vllm-stable \(vllm-stable-[a-z0-9]+-[a-z0-9]+\)" for developer in ("ana", "bob", "cyn")),
+      r" vllm-stable \(vllm-stable-[a-z0-9]+-[a-z0-9]+\)"
+      for developer in ("ana", "bob", "cyn", "gate", "gate-pilot")),
     # The hatch's cap, and the limit only the operator can set at the provider.
     re.escape("hatch: refused over 20 USD a month, alert at 15 USD; set the monthly spend limit of"
               " frontierApiKey's account at https://api.anthropic.com to 20 USD (it cannot be set"
@@ -131,7 +133,7 @@ def prometheus_scrapes_both_and_fires_the_hatch_alert() -> None:
     # gateway's exporter reads it from the ledger (within a few scrapes).
     assert wait_until(lambda: (server.value(
         'sum(vllm:request_success_total{model_name="qwen3-coder-next"})') or 0) >= 3, 30)
-    assert wait_until(lambda: server.value("count(spear_developer_budget_usd)") == 3, 30), \
+    assert wait_until(lambda: server.value("count(spear_developer_budget_usd)") == 5, 30), \
         server.api("query", query="spear_developer_budget_usd")
     assert alert_state(server, "HatchSpendNearCap") is None
     spend_on_the_hatch(16.0)  # over the local stack's alert at 15 USD, under its cap

@@ -55,8 +55,13 @@ DEVELOPERS = {"ana": {"team": "platform", "ring": "pilot"},
               "cyn": {"team": "research"},
               # The rollout gate's own keys (vllmFleet.rolloutGate.keys): stable's and the canary's.
               "gate": {"team": "ci"}, "gate-pilot": {"team": "ci", "ring": "pilot"}}
-# The gate's SLOs here: generous, as the cluster shares two cores with the rest of CI.
-GATE_SLOS = {"ttftP95Seconds": 5.0, "itlP95Seconds": 1.0}
+
+
+def local_rollout_gate() -> dict[str, Any]:
+    """The local stack's rolloutGate as it stands (its policy and keys: what `scripts/gate --stack
+    local` runs), its records going to the test's own folder."""
+    local = yaml.safe_load((REPO / "stacks" / "Pulumi.local.yaml").read_text())["config"]
+    return {**local["spear-fleet:vllmFleet"]["rolloutGate"], "records": gate_records.RECORDS}
 
 
 def fleet_config(kubeconfig: Path, cache: Path) -> dict[str, Any]:
@@ -74,8 +79,7 @@ def fleet_config(kubeconfig: Path, cache: Path) -> dict[str, Any]:
         "modelCache": {"size": "1Gi", "hostPath": str(cache), "accessMode": "ReadWriteOnce"},
         "agentSandbox": {"namespace": AGENTS, "gateway": {"cidr": "10.20.0.10/32", "ports": [4000]},
                          "mirrors": {"pypi": {"cidr": "10.20.1.0/24", "ports": [443]}}},
-        "rolloutGate": {**gate_records.gate_config(**GATE_SLOS),
-                        "keys": {"stable": "gate", "canary": "gate-pilot"}},
+        "rolloutGate": local_rollout_gate(),
     }
 
 

@@ -9,12 +9,16 @@ import json
 import os
 import stat
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 
 from gate import run as gate_run
+from gate import stack as gate_stack
 from gate.stack import GateStack
 from tests.support import gate_records as records
+from tests.support.config_cases import CANARY_PAIR, STABLE_PAIR
 
 
 @pytest.fixture()
@@ -62,9 +66,67 @@ def test_a_stack_without_a_gate_is_refused_naming_what_is_missing(pulumi_says, c
     assert "spear-fleet:vllmFleet.rolloutGate.records: got nothing; allowed: the records folder" in err
 
 
+def fake_pulumi(tmp_path: Path, monkeypatch, answers: dict[str, Any]) -> None:
+    """A `pulumi` on PATH answering each call with the first answer whose word its arguments
+    hold (`config`, `stack output gateway`, ...), and nothing else."""
+    script = tmp_path / "bin" / "pulumi"
+    script.parent.mkdir(exist_ok=True)
+    script.write_text("#!/bin/sh\n" + "".join(
+        f"case \"$*\" in *{word}*) cat <<'EOF'\n{json.dumps(answer)}\nEOF\nexit 0;; esac\n"
+        for word, answer in answers.items()) + "exit 1\n")
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", f"{script.parent}{os.pathsep}{os.environ['PATH']}")
+
+
+def local_stack(tmp_path, monkeypatch, canary: dict | None = None, deployed: dict | None = None):
+    """The committed local stack's config (with `canary` declared), its last update having
+    deployed `deployed` as the canary."""
+    monkeypatch.chdir(records.project(tmp_path))
+    config = yaml.safe_load((records.REPO / "stacks" / "Pulumi.local.yaml").read_text())["config"]
+    fleet = {**config["spear-fleet:vllmFleet"], **({"canary": canary} if canary else {})}
+    fake_pulumi(tmp_path, monkeypatch, {
+        "harnesses": {who: {"qwen-code": {"env": {"OPENAI_API_KEY": f"sk-{who}"}}}
+                      for who in config["spear-fleet:developers"]},
+        "gateway": {"url": "http://127.0.0.1:9", "litellm_version": "1.91.1"},
+        "vllm_fleet": {"rollout": {"stable": STABLE_PAIR, "previous": None, "canary": deployed}},
+        "config": {"spear-fleet:vllmFleet": {"objectValue": fleet}},
+    })
+
+
+def test_the_local_stacks_own_gate_reads_its_policy_and_pins_the_canary_as_deployed(
+        tmp_path, monkeypatch):
+    local_stack(tmp_path, monkeypatch, canary={**CANARY_PAIR, "replicas": 1}, deployed=CANARY_PAIR)
+    loaded = gate_stack.load("local")
+    assert loaded.key_owners == {"stable": "gate", "canary": "gate-pilot"}
+    assert loaded.keys == {"stable": "sk-gate", "canary": "sk-gate-pilot"}
+    assert loaded.records == Path("stacks/gate/local")
+    assert loaded.policy.tool_call_samples == 100
+    assert loaded.candidate_pin(None).pair == tuple(CANARY_PAIR[k] for k in ("tag", "model", "revision"))
+
+
+def test_without_a_canary_the_gate_says_what_to_do_and_sends_nothing(tmp_path, monkeypatch, capsys):
+    local_stack(tmp_path, monkeypatch)
+    assert gate_run.main(["--stack", "local"]) == 2
+    assert "the stack declares no vllmFleet.canary, the pair a record pins: declare it" \
+        in capsys.readouterr().err
+    assert not Path("stacks/gate/local").exists()
+
+
+@pytest.mark.parametrize("deployed,found", [
+    (None, "no canary"),
+    (STABLE_PAIR, "v0.24.0 @ Qwen/Qwen3-Coder-Next-FP8 revision da6e2ed"),
+])
+def test_a_canary_declared_but_not_deployed_is_never_pinned(tmp_path, monkeypatch, capsys, deployed, found):
+    local_stack(tmp_path, monkeypatch, canary={**CANARY_PAIR, "replicas": 1}, deployed=deployed)
+    assert gate_run.main(["--stack", "local"]) == 2
+    assert ("vllmFleet.canary declares v0.25.0 @ Qwen/Qwen3-Coder-Next-FP8 revision 1234567, but the"
+            f" last `pulumi up` deployed {found}: `pulumi up --stack local` first") in capsys.readouterr().err
+    assert not Path("stacks/gate/local").exists()
+
+
 def test_the_candidates_pin_holds_the_harness_versions_the_stack_pins():
     stack = GateStack(policy=None, records=Path("records"), tasks=(), arrivals=(),
-                      canary={"tag": "v0.25.0", "model": "m", "revision": "r"}, gateway_url="",
+                      canary=("v0.25.0", "m", "r"), gateway_url="",
                       keys={}, key_owners={}, installed_version="1.91.1",
                       harness_versions={"qwen-code": "0.24.4", "codex": "0.169.0"})
     pin = stack.candidate_pin(None)

@@ -137,6 +137,10 @@ def edited(change) -> dict[str, Any]:
     return raw
 
 
+# The local stack's developers: three people and the rollout gate's two CI keys.
+LOCAL_DEVELOPERS = ("ana", "bob", "cyn", "gate", "gate-pilot")
+
+
 def test_the_local_program_registers_each_part_of_the_gateway_with_its_own_type(local):
     gateway = {name: typ for name, typ in local.types.items() if name.startswith("gateway")}
     hooks = {name for name, typ in gateway.items() if typ == tokens.GATEWAY_HOOK_FILE.type}
@@ -153,8 +157,8 @@ def test_the_local_program_registers_each_part_of_the_gateway_with_its_own_type(
         "gateway-tunnel-local-known-hosts": tokens.TUNNEL_KNOWN_HOSTS.type,  # what `local` presents
         "gateway-tunnel-local": tokens.GATEWAY_TUNNEL.type,
         "gateway-service": tokens.GATEWAY_SERVICE.type,
-        **{f"gateway-key-{dev}": tokens.GATEWAY_KEY.type for dev in ("ana", "bob", "cyn")},
-        **{f"gateway-smoke-{dev}": tokens.GATEWAY_SMOKE_TEST.type for dev in ("ana", "bob", "cyn")},
+        **{f"gateway-key-{dev}": tokens.GATEWAY_KEY.type for dev in LOCAL_DEVELOPERS},
+        **{f"gateway-smoke-{dev}": tokens.GATEWAY_SMOKE_TEST.type for dev in LOCAL_DEVELOPERS},
         # The fleet's stable track, proven from the gateway host before its route is written.
         "gateway-vllm-stable-verification": tokens.ENDPOINT_VERIFICATION.type,
         "gateway-vllm-stable-smoke-test": tokens.SMOKE_TEST.type,
