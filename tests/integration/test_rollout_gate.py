@@ -21,9 +21,14 @@ from tests.support.config_cases import CANARY_PAIR, problem_line, promoted_raw
 from tests.support.served_llama import llama_server
 
 LITELLM = "1.91.1"
-# Room for the trace's longest prompt in each of llama-server's slots (it splits the window among
-# them; the local stack's 512 would leave 128 each).
-WINDOW = ("--ctx-size", "4096")
+# Room for the trace's longest prompt, and a request offering every registry tool, in each of
+# llama-server's slots (it splits the window among them), stretched past the tiny model's trained
+# length as serve.sh and the serving image stretch it.
+SLOT = 1024
+WINDOW = ("--ctx-size", str(4 * SLOT), "--rope-scaling", "yarn",
+          "--rope-scale", str(SLOT // tiny_model.CONTEXT_LENGTH),
+          "--yarn-orig-ctx", str(tiny_model.CONTEXT_LENGTH),
+          "--override-kv", f"llama.context_length=int:{SLOT}")
 # route: (the model's answer, llama-server flags)
 ROUTES = {
     "coder": (tiny_model.SMOKE_ANSWER, ("--jinja",)),
