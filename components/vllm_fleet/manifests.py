@@ -32,6 +32,9 @@ HEALTH = "/health"
 # before liveness takes over.
 STARTUP_SECONDS = 3600
 PROBE_PERIOD = 10
+# Kubernetes' default probe timeout is 1 s: a /health that answers late on a loaded node (vLLM's
+# shares its API server's event loop with generation) would take a serving pod out of its Service.
+PROBE_TIMEOUT = 5
 # A pod being replaced keeps serving this long after it is marked terminating, so kube-proxy on
 # every node (the gateway's path) has dropped it before vLLM stops listening: without it a
 # rolling update refused connections for a while (measured on the local node).
@@ -52,7 +55,8 @@ def deployment(fleet: VllmFleet, track: str, pair: ServingPair, replicas: int) -
     """The Deployment of one track (stable or canary): the pair's image and revision, the fleet's
     serve settings; the key from the Secret, never on the command line."""
     port = fleet.vllm.port
-    probe = {"httpGet": {"path": HEALTH, "port": "http"}, "periodSeconds": PROBE_PERIOD}
+    probe = {"httpGet": {"path": HEALTH, "port": "http"}, "periodSeconds": PROBE_PERIOD,
+             "timeoutSeconds": PROBE_TIMEOUT}
     pod_labels = labels(track)
     return {
         "metadata": {"name": deployment_name(track), "namespace": fleet.namespace,

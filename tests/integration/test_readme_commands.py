@@ -34,6 +34,7 @@ pytestmark = pytest.mark.kubernetes
 
 ANSWER = re.escape("end_turn | SPEAR-BACKEND-OK | ()")
 PROMETHEUS_PORT = 9090  # the local stack's (observability.prometheus, bundled)
+FLEET_NAMESPACE = "vllm"  # the local stack's vllmFleet.namespace
 LAST_LINES = [
     f"smoke test \\(local\\): {ANSWER}",
     # The inference host and the fleet's stable Service both answered, each pod named.
@@ -142,9 +143,31 @@ def prometheus_scrapes_both_and_fires_the_hatch_alert() -> None:
     assert server.value(f"max({alerts.HATCH_SPEND})") == 16.0
 
 
-def test_up_local_brings_up_the_whole_local_fleet_and_prints_every_smoke_test(backend):
+def fleet_state(cluster) -> str:
+    """What a failed up-local leaves to explain it: the fleet's pods (ready, restarts, IP), its
+    Services' endpoints as kube-proxy sees them, and the kubelet's last failed probes."""
+    client = cluster.client()
+    pods = (client.get(f"/api/v1/namespaces/{FLEET_NAMESPACE}/pods") or {}).get("items", [])
+    lines = [f"pod {p['metadata']['name']}: {p['status'].get('phase')} ready="
+             + ",".join(f"{c['name']}:{c['ready']}/{c['restartCount']} restarts"
+                        for c in p["status"].get("containerStatuses") or [])
+             + f" ip={p['status'].get('podIP')}" for p in pods]
+    slices = (client.get(f"/apis/discovery.k8s.io/v1/namespaces/{FLEET_NAMESPACE}/endpointslices")
+              or {}).get("items", [])
+    lines += [f"endpoints of {s['metadata'].get('labels', {}).get('kubernetes.io/service-name')}: "
+              + ", ".join(f"{a}{'' if e.get('conditions', {}).get('ready') else ' (not ready)'}"
+                          for e in s.get("endpoints") or [] for a in e.get("addresses", []))
+              for s in slices]
+    kubelet = cluster.state_dir / "logs" / "kubelet.log"
+    probes = [l for l in kubelet.read_text(errors="replace").splitlines() if "Probe failed" in l
+              and f'pod="{FLEET_NAMESPACE}/vllm-' in l] if kubelet.exists() else []
+    return "\n".join(["the fleet after the failed up:", *lines, *probes[-10:]])
+
+
+def test_up_local_brings_up_the_whole_local_fleet_and_prints_every_smoke_test(backend, kube_cluster):
     first = up_local(backend)
-    assert first.returncode == 0, first.stdout[-4000:] + first.stderr[-4000:]
+    assert first.returncode == 0, (first.stdout[-4000:] + first.stderr[-4000:] + "\n"
+                                   + fleet_state(kube_cluster))
     assert ends_with_the_report(first.stdout), first.stdout[-4000:]
     prometheus_scrapes_both_and_fires_the_hatch_alert()
     again = up_local(backend)

@@ -74,6 +74,8 @@ def test_the_stable_deployment_runs_the_cookbooks_serve_command_with_priority_sc
     assert main["resources"]["limits"] == {"nvidia.com/gpu": "2"}
     for probe in ("readinessProbe", "livenessProbe", "startupProbe"):
         assert main[probe]["httpGet"] == {"path": "/health", "port": "http"}
+        # Not Kubernetes' 1 s: a late /health on a loaded node must not empty the Service.
+        assert main[probe]["timeoutSeconds"] == 5
     assert main["env"] == [{"name": "VLLM_API_KEY", "valueFrom": {"secretKeyRef": {
         "name": "vllm-api-key", "key": "VLLM_API_KEY"}}}]
     assert not vllm.key_on_command_line(main["command"])
