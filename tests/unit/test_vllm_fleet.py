@@ -11,6 +11,8 @@ import json
 import pytest
 from pulumi.runtime import rpc
 
+from components.vllm_fleet import manifests
+from config.schema import parse
 from spear import tokens, vllm
 from tests.support.config_cases import CANARY_PAIR, REVISION, STABLE_PAIR, fleet_raw
 from tests.support.policy_harness import COOKBOOK_VLLM_COMMAND_LINE
@@ -155,3 +157,9 @@ def test_a_replaced_pod_keeps_serving_until_kube_proxy_has_dropped_it_then_drain
     pod = deployment["spec"]["template"]["spec"]
     assert container(deployment)["lifecycle"] == {"preStop": {"sleep": {"seconds": 15}}}
     assert pod["terminationGracePeriodSeconds"] > 15
+
+
+def test_the_rollout_output_carries_the_deployed_canary_pair_that_scripts_gate_pins():
+    with_canary = parse(fleet_raw(canary={**CANARY_PAIR, "replicas": 1})).vllm_fleet
+    assert manifests.rollout_pairs(with_canary)["canary"] == CANARY_PAIR
+    assert manifests.rollout_pairs(parse(fleet_raw()).vllm_fleet)["canary"] is None
