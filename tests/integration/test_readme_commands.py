@@ -27,6 +27,7 @@ from components.vllm_fleet import alerts
 from localhosts import local_stack
 from localhosts.host import host_status
 from localhosts.engine import REPO
+from tests.support.kube import clear
 from tests.support.prometheus import Prometheus
 
 # The local cluster runs the fleet: its binaries and the kubernetes plugin are built from Go modules.
@@ -34,7 +35,10 @@ pytestmark = pytest.mark.kubernetes
 
 ANSWER = re.escape("end_turn | SPEAR-BACKEND-OK | ()")
 PROMETHEUS_PORT = 9090  # the local stack's (observability.prometheus, bundled)
-FLEET_NAMESPACE = "vllm"  # the local stack's vllmFleet.namespace
+# The local stack's: vllmFleet.namespace, agentSandbox.namespace (its default) and the model
+# cache's volume.
+FLEET_NAMESPACE, AGENT_NAMESPACE = "vllm", "agents"
+MODEL_CACHE_VOLUME = f"{FLEET_NAMESPACE}-vllm-model-cache"
 LAST_LINES = [
     f"smoke test \\(local\\): {ANSWER}",
     # The inference host and the fleet's stable Service both answered, each pod named.
@@ -74,6 +78,10 @@ def backend(tmp_path, kube_cluster):
     # A newcomer's machine has no hosts yet: boot both from the (cached) root filesystem, so what
     # an earlier local stack left on them (its gateway's keys, say) is not there. up-local then
     # finds them running and goes on.
+    # Nor has its cluster the local stack's objects: an earlier local stack stopped without
+    # `pulumi destroy` leaves them in the cluster's state, and the provider's server-side apply
+    # would adopt them (old pods and all) into this fresh stack.
+    clear(kube_cluster.client(), [FLEET_NAMESPACE, AGENT_NAMESPACE], [MODEL_CACHE_VOLUME])
     local_stack.start(fresh=True)
     local_stack.start_gateway(fresh=True)
     env = {**os.environ, "PULUMI_BACKEND_URL": f"file://{tmp_path}"}
