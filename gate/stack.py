@@ -36,7 +36,7 @@ class GateStack:
     records: Path
     tasks: tuple[rollout_gate.Task, ...]
     arrivals: tuple[trace.Arrival, ...]
-    canary: rollout_gate.Pair | None  # as deployed
+    canary: rollout_gate.Pair  # as deployed
     gateway_url: str
     keys: dict[str, str]  # track -> the key its requests are sent with
     key_owners: dict[str, str]  # track -> the developer who owns that key
@@ -61,7 +61,7 @@ def deployed_canary(declared: Any, stack: str) -> rollout_gate.Pair:
                         " \"Canary, promote, rollback\") and `pulumi up` first")
     rollout = (_pulumi("stack", "output", "vllm_fleet", "--stack", stack) or {}).get("rollout") or {}
     deployed = rollout_gate.pair_from_json(rollout.get(CANARY))
-    wanted = tuple(str(declared.get(k)) for k in ("tag", "model", "revision"))
+    wanted = rollout_gate.pair_from_json(declared)
     if deployed != wanted:
         raise GateError(f"vllmFleet.canary declares {rollout_gate.describe(wanted)}, but the last"
                         " `pulumi up` deployed " + (rollout_gate.describe(deployed) if deployed

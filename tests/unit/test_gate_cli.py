@@ -23,17 +23,10 @@ from tests.support.config_cases import CANARY_PAIR, STABLE_PAIR
 
 @pytest.fixture()
 def pulumi_says(tmp_path, monkeypatch):
-    """A `pulumi` on PATH that answers `config --json` with the given vllmFleet."""
+    """A `pulumi` on PATH that answers every call with the given vllmFleet."""
     monkeypatch.chdir(records.project(tmp_path))
-
-    def install(fleet):
-        answer = json.dumps({"spear-fleet:vllmFleet": {"objectValue": fleet}})
-        script = tmp_path / "bin" / "pulumi"
-        script.parent.mkdir(exist_ok=True)
-        script.write_text(f"#!/bin/sh\ncat <<'EOF'\n{answer}\nEOF\n")
-        script.chmod(script.stat().st_mode | stat.S_IEXEC)
-        monkeypatch.setenv("PATH", f"{script.parent}{os.pathsep}{os.environ['PATH']}")
-    return install
+    return lambda fleet: fake_pulumi(tmp_path, monkeypatch, {
+        "": {"spear-fleet:vllmFleet": {"objectValue": fleet}}})
 
 
 def test_a_stack_without_the_gates_keys_is_refused_naming_them(pulumi_says, capsys):
