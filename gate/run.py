@@ -10,7 +10,8 @@ give the candidate a route of its own. The three steps:
 2. the paired eval: every task of the task set against stable and against the candidate;
 3. latency: the trace replayed against the candidate (arrivals at their offsets, at most
    `concurrency` in flight), streamed, with the arrival time of every chunk that carries output.
-Every request and answer goes to the evidence file (JSON lines); the record beside it carries
+Every request and answer goes to the evidence file (JSON lines), with the receipt the gateway
+signed it with (spear/receipts.py: every request asks for one); the record beside it carries
 the evidence's sha256 and the results spear/rollout_gate.py computes from it, which is also
 what the config check and the policy pack recompute. Nothing here judges: it only measures.
 """
@@ -32,7 +33,7 @@ from typing import Any
 
 from gate import GateError
 from gate import stack as stacks  # the stack's config and outputs, read with pulumi
-from spear import rollout_gate
+from spear import receipts, rollout_gate
 from spear import trace as traces
 from spear.fleet import CANARY, STABLE
 from spear.probes import TOOL_REGISTRY
@@ -59,23 +60,26 @@ class Endpoint:
     def _request(self, path: str, body: dict[str, Any] | None) -> urllib.request.Request:
         data = None if body is None else json.dumps(body).encode()
         return urllib.request.Request(f"{self.base_url}{path}", data=data, headers={
-            "Authorization": f"Bearer {self.key}", "Content-Type": "application/json"})
+            "Authorization": f"Bearer {self.key}", "Content-Type": "application/json",
+            receipts.HEADER: "1"})
 
-    def post(self, body: dict[str, Any]) -> tuple[int, Any]:
-        """(status, the JSON answer, or its text when it is not JSON)."""
+    def post(self, body: dict[str, Any]) -> tuple[int, Any, Any]:
+        """(status, the JSON answer or its text when it is not JSON, the gateway's receipt as
+        JSON or None)."""
         try:
             with urllib.request.urlopen(self._request("/v1/chat/completions", body),
                                         timeout=REQUEST_TIMEOUT) as resp:
-                status, raw = resp.status, resp.read()
+                status, raw, receipt = resp.status, resp.read(), _receipt(resp.headers)
         except urllib.error.HTTPError as error:
-            status, raw = error.code, error.read()
+            status, raw, receipt = error.code, error.read(), None
         try:
-            return status, json.loads(raw)
+            return status, json.loads(raw), receipt
         except ValueError:
-            return status, raw.decode("utf-8", "replace")
+            return status, raw.decode("utf-8", "replace"), receipt
 
-    def stream(self, body: dict[str, Any]) -> tuple[int, list[float], str]:
-        """(status, seconds after sending at which each chunk carrying output arrived, the text)."""
+    def stream(self, body: dict[str, Any]) -> tuple[int, list[float], str, Any]:
+        """(status, seconds after sending at which each chunk carrying output arrived, the text,
+        the receipt)."""
         sent = time.monotonic()
         chunks, text = [], []
         try:
@@ -88,9 +92,9 @@ class Endpoint:
                     if delta.get("content") or delta.get("tool_calls"):
                         chunks.append(time.monotonic() - sent)
                         text.append(delta.get("content") or "")
-                return resp.status, chunks, "".join(text)
+                return resp.status, chunks, "".join(text), _receipt(resp.headers)
         except urllib.error.HTTPError as error:
-            return error.code, [], error.read().decode("utf-8", "replace")[:300]
+            return error.code, [], error.read().decode("utf-8", "replace")[:300], None
 
     def gateway_version(self) -> str | None:
         """LiteLLM's version as the gateway reports it (None when it is not a LiteLLM gateway or
@@ -104,6 +108,15 @@ class Endpoint:
             if version:
                 return version
         return None
+
+
+def _receipt(headers) -> Any:
+    """The receipt header's JSON as the gateway sent it (checked later, by the config check)."""
+    value = headers.get(receipts.HEADER)
+    try:
+        return None if value is None else json.loads(value)
+    except ValueError:
+        return value
 
 
 def _sse_data(resp) -> Iterator[str]:
@@ -165,24 +178,27 @@ def run(stable: Track, candidate: Track, policy: rollout_gate.Policy,
     with ThreadPoolExecutor(max_workers=policy.concurrency) as pool:
         log(f"tool calls: {policy.tool_call_samples} requests to {candidate.describe()}")
         bodies = tool_call_bodies(candidate.route, policy.tool_call_samples)
-        for body, (status, answer) in zip(bodies, pool.map(candidate.endpoint.post, bodies)):
+        for body, (status, answer, receipt) in zip(bodies, pool.map(candidate.endpoint.post, bodies)):
             lines.append({"kind": rollout_gate.TOOL_CALL, "request": body, "status": status,
-                          "answer": answer})
+                          "answer": answer, "receipt": receipt})
         log(f"paired eval: {len(tasks)} tasks, each to {stable.describe()} and {candidate.describe()}")
         jobs = [(task.id, name, track, rollout_gate.task_request(task, track.route, MAX_TOKENS))
                 for task in tasks for name, track in ((rollout_gate.STABLE_TRACK, stable),
                                                       (rollout_gate.CANDIDATE_TRACK, candidate))]
         answers = pool.map(lambda job: job[2].endpoint.post(job[3]), jobs)
-        for (task_id, name, _, body), (status, answer) in zip(jobs, answers):
+        for (task_id, name, _, body), (status, answer, receipt) in zip(jobs, answers):
             lines.append({"kind": rollout_gate.TASK, "task": task_id, "track": name,
-                          "request": body, "status": status, "answer": answer})
+                          "request": body, "status": status, "answer": answer,
+                          "receipt": receipt})
     log(f"latency: {len(arrivals)} streamed requests to {candidate.describe()} at concurrency"
         f" {policy.concurrency}")
 
     def send(arrival: traces.Arrival) -> dict[str, Any]:
-        status, chunks, text = candidate.endpoint.stream(trace_body(candidate.route, arrival))
+        body = trace_body(candidate.route, arrival)
+        status, chunks, text, receipt = candidate.endpoint.stream(body)
         return {"promptWords": arrival.prompt_words, "maxTokens": arrival.max_tokens,
-                "status": status, "chunks": [round(c, 6) for c in chunks], "text": text}
+                "request": body, "status": status, "chunks": [round(c, 6) for c in chunks],
+                "text": text, "receipt": receipt}
 
     lines += [{"kind": rollout_gate.STREAM, **result}
               for result in replay(arrivals, policy.concurrency, send)]

@@ -4,7 +4,8 @@ that answers at once (localhosts/openai_upstream.py), three ways in one run:
 - stock LiteLLM: the pinned version with the same PostgreSQL and a virtual key with a budget,
   no spear-fleet hooks (its own budget check only);
 - spear-fleet: the same with the gateway's hooks (budget reserve and settle, the hatch's
-  classifier, cache_salt/priority stamping), as a gateway host runs them.
+  classifier, cache_salt/priority stamping, and the receipt every request here asks for, as
+  scripts/gate's do and a harness's do not), as a gateway host runs them.
 Prints, per concurrency, each way's latency p50/p99 and sustained requests/s, the latency each
 gateway adds over direct, and the ratios of spear-fleet to stock LiteLLM. Numbers, not a test:
 `scripts/bench-gateway [--requests N] [--concurrency 1 4 16 64]`.
@@ -49,7 +50,7 @@ def measure(endpoint: gate_run.Endpoint, requests: int, concurrency: int) -> dic
 
     def send(arrival: trace.Arrival) -> dict:
         began = time.monotonic()
-        status, _ = endpoint.post(gate_run.trace_body(CODER_MODEL, arrival))
+        status, _, _ = endpoint.post(gate_run.trace_body(CODER_MODEL, arrival))
         if status != 200:
             raise RuntimeError(f"{endpoint.base_url} answered {status}")
         latencies.append(time.monotonic() - began)

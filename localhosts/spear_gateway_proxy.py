@@ -13,7 +13,7 @@ from pathlib import Path
 
 import yaml
 
-from spear.rules import CODER_MODEL, FRONTIER_MODEL, HATCH_CALLBACK
+from spear.rules import CODER_MODEL, FRONTIER_MODEL, HATCH_CALLBACK, RECEIPT_CALLBACK
 from localhosts.litellm_proxy import LitellmProxy
 
 REPO = Path(__file__).resolve().parents[1]
@@ -50,7 +50,7 @@ def gateway_config(upstream_url: str | dict[str, dict], frontier_url: str, *, ho
         "router_settings": {"num_retries": num_retries, "disable_cooldowns": True},
         "litellm_settings": {
             "request_timeout": request_timeout,
-            "callbacks": [HATCH_CALLBACK, "prometheus"] if hooks else ["prometheus"],
+            "callbacks": [HATCH_CALLBACK, RECEIPT_CALLBACK, "prometheus"] if hooks else ["prometheus"],
             "budget_exceeded_status_code": 429,
             "use_chat_completions_url_for_anthropic_messages": True,
             # As the gateway's config: no fallback named in a coder error's message.
@@ -66,16 +66,22 @@ def gateway_config(upstream_url: str | dict[str, dict], frontier_url: str, *, ho
     return yaml.safe_dump(config, sort_keys=False)
 
 
-def spear_proxy(venv: Path, config_yaml: str, *, port: int, log_dir: Path,
-                hatch_cap_usd: float, database_url: str | None = None) -> LitellmProxy:
-    """The proxy with the hook package beside its config.yaml and on its import path, as on
-    the gateway host (spear/ too: the hatch's rule is spear.rules.escalates)."""
+def hook_packages(log_dir: Path) -> dict[str, str]:
+    """The hook package beside a proxy's config.yaml (in `log_dir`) and on its import path, as
+    on the gateway host (spear/ too: the hatch's rule is spear.rules.escalates): the proxy's
+    environment for it."""
     for package in ("spear_gateway", "spear"):
         link = log_dir / package
         if not link.exists():
             link.symlink_to(REPO / ("hosts/gateway" if package == "spear_gateway" else "") / package)
+    return {"PYTHONPATH": str(log_dir)}
+
+
+def spear_proxy(venv: Path, config_yaml: str, *, port: int, log_dir: Path,
+                hatch_cap_usd: float, database_url: str | None = None) -> LitellmProxy:
+    """The proxy with spear-fleet's hooks, as on the gateway host."""
     return LitellmProxy(venv, config_yaml, port=port, log_dir=log_dir, database_url=database_url,
-                        env={"PYTHONPATH": str(log_dir), "FRONTIER_API_KEY": FRONTIER_KEY,
+                        env={**hook_packages(log_dir), "FRONTIER_API_KEY": FRONTIER_KEY,
                              "SPEAR_HATCH_MONTHLY_CAP_USD": str(hatch_cap_usd)})
 
 

@@ -8,7 +8,9 @@ evidence's sha256 and says what the run found. Nothing in a record is believed: 
 `check_record`, which re-judges every answer in the evidence with the same fail-closed
 validator and task checks, recomputes b, c, the exact McNemar p-value and the latency
 percentiles, and refuses a record whose evidence is missing or altered, whose numbers differ
-from the recomputed ones (naming the field), or that ran under another gate policy.
+from the recomputed ones (naming the field), or that ran under another gate policy. Nor is the
+evidence believed: the config check, which holds the gateway's master key, also calls
+`receipt_problems`, which refuses answers the gateway did not sign (spear/receipts.py).
 
 The policy (alpha, floors, SLOs, sample sizes, concurrency) belongs to the stack and is fixed
 before a run: a record carries its digest. The verdict is the cookbook's: no significant
@@ -30,7 +32,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from spear import tool_calls
+from spear import receipts, tool_calls
 from spear.mcnemar import p_value
 from spear.probes import TOOL_REGISTRY
 
@@ -395,6 +397,65 @@ def check_record(value: Any, evidence: bytes | None, tasks: Sequence[Task],
     if problems:
         return None, problems
     return Record(str(value["name"]), pin, found, tuple(failures(found, policy))), []
+
+
+def _lines_named(numbers: Sequence[int]) -> str:
+    shown = ", ".join(str(n) for n in numbers[:5])
+    return f"line{'s' if len(numbers) > 1 else ''} {shown}{', ...' if len(numbers) > 5 else ''}"
+
+
+def receipt_problems(evidence: bytes, tasks: Sequence[Task], key: bytes) -> list[str]:
+    """Why the evidence's answers are not all the gateway's own (spear/receipts.py); [] when
+    they are. Every served answer (HTTP 200) carries the receipt the gateway signed it with, for
+    its request and its answer; each receipt is used once; a task's request is the task's; and
+    each track's answers come from one key, route and deployment, not the other track's (a
+    candidate's answer the hatch gave, or stable's answer copied to the candidate, does not
+    count). A stream's receipt covers its request, not its timings: the header leaves first."""
+    missing, forged, reused, not_the_task = [], [], [], []
+    calls: set[str] = set()
+    identities: dict[str, set[tuple[str, str, str]]] = {STABLE_TRACK: set(), CANDIDATE_TRACK: set()}
+    by_id = {task.id: task for task in tasks}
+    for number, line in enumerate(evidence_lines(evidence), 1):
+        kind = line.get("kind")
+        if kind == RUN or int(line.get("status", 0)) != 200:
+            continue  # an error answer counts against the candidate: nobody forges one
+        try:
+            receipt = receipts.receipt_from_json(line.get("receipt"))
+        except ValueError:
+            missing.append(number)
+            continue
+        messages = (line.get("request") or {}).get("messages")
+        if not receipts.verifies(key, receipt, messages, None if kind == STREAM else line.get("answer")):
+            forged.append(number)
+        if receipt.call_id in calls:
+            reused.append(number)
+        calls.add(receipt.call_id)
+        if kind == TASK and (line.get("task") not in by_id
+                             or messages != list(by_id[line["task"]].messages)):
+            not_the_task.append(number)
+        identities[line.get("track") if kind == TASK else CANDIDATE_TRACK].add(receipt.identity)
+    problems = []
+    if missing:
+        problems.append(f"{len(missing)} served answers carry no receipt from the gateway"
+                        f" ({_lines_named(missing)}): run scripts/gate through the stack's gateway")
+    if forged:
+        problems.append(f"{len(forged)} receipts do not sign their line's request and answer"
+                        f" ({_lines_named(forged)}): the answers are not the ones the gateway gave,"
+                        " or another gateway (another master key) signed them")
+    if reused:
+        problems.append(f"{len(reused)} receipts sign a call another line already used"
+                        f" ({_lines_named(reused)})")
+    if not_the_task:
+        problems.append(f"{len(not_the_task)} task answers are to other requests than their"
+                        f" task's ({_lines_named(not_the_task)})")
+    for track, found in identities.items():
+        if len(found) > 1:
+            problems.append(f"the {track} track's answers come from more than one key, route or"
+                            f" deployment: {', '.join('/'.join(i) for i in sorted(found))}")
+    if identities[STABLE_TRACK] and identities[STABLE_TRACK] == identities[CANDIDATE_TRACK]:
+        problems.append("stable and the candidate were answered by the same key, route and"
+                        f" deployment ({'/'.join(next(iter(identities[STABLE_TRACK])))})")
+    return problems
 
 
 def refusals(pair: Pair, records: Sequence[Record]) -> list[str]:

@@ -18,7 +18,7 @@ import yaml
 from config.types import EXTERNAL_DATABASE, OFFLINE_ENGINE, FleetConfig, Gateway, Hatch
 from spear.harness import Window
 from spear.rules import (CODER_MODEL, FLEET_UPSTREAM, FRONTIER_MODEL, HATCH_CALLBACK,
-                         tunnel_unit)
+                         RECEIPT_CALLBACK, tunnel_unit)
 
 HOSTS_DIR = Path(__file__).resolve().parents[2] / "hosts" / "gateway"
 UNIT_TEMPLATE = HOSTS_DIR / "spear-gateway.service"
@@ -30,7 +30,8 @@ HOOK_FILES = {
     **{f"spear_gateway/{path.name}": path
        for path in sorted((HOSTS_DIR / "spear_gateway").glob("*.py"))},
     **{f"spear/{name}": SPEAR_DIR / name
-       for name in ("__init__.py", "rules.py", "tool_calls.py", "probes.py", "smoke.py")},
+       for name in ("__init__.py", "rules.py", "tool_calls.py", "probes.py", "smoke.py",
+                    "receipts.py")},
 }
 TUNNEL_TEMPLATE = HOSTS_DIR / "spear-tunnel.service"
 
@@ -161,8 +162,9 @@ def render_config(gateway: Gateway, routes: list[Route], cache_salt_scope: str =
             "disable_cooldowns": True,
         },
         "litellm_settings": {
-            # The hatch and budget hooks, then LiteLLM's own Prometheus metrics (/metrics).
-            "callbacks": [HATCH_CALLBACK, "prometheus"],
+            # The hatch and budget hooks, the gate's receipts, then LiteLLM's own Prometheus
+            # metrics (/metrics).
+            "callbacks": [HATCH_CALLBACK, RECEIPT_CALLBACK, "prometheus"],
             # A fleet that does not answer within it escalates.
             "request_timeout": gateway.request_timeout,
             # Claude Code's /v1/messages goes to the fleet's chat completions.

@@ -14,7 +14,8 @@ from typing import Any
 
 from config.checker import MISSING, Checker, get, map_names
 from config.schema import backends, developers, gateway, harnesses, hosts, reds, runpod, vllm_fleet
-from config.types import API_KEY_NAMES, VLLM_API_KEY, FleetConfig
+from config.types import API_KEY_NAMES, GATEWAY_MASTER_KEY, VLLM_API_KEY, FleetConfig, RolloutGate
+from spear import receipts, rollout_gate
 from spear.fleet import CANARY, STABLE
 from spear.rules import FLEET_UPSTREAM, GENERAL_RING, PILOT_RING
 
@@ -71,12 +72,34 @@ def parse(raw: Mapping[str, Any], deployed_rollout: Any = None) -> FleetConfig:
                      " the gateway's routes to the fleet are then known at preview")
     if fleet and fleet.gate:
         _check_gate_keys(check, fleet.gate.keys, the_developers)
+        _check_receipts(check, fleet.gate, gateway_keys.get(GATEWAY_MASTER_KEY))
     check.raise_if_any()
     return FleetConfig(inference_hosts=inference_hosts, backends=backend_table,
                        runpod_pods=runpod_pods, api_keys={**api_keys, **gateway_keys},
                        reds_endpoints=reds_endpoints, gateway=the_gateway,
                        developers=the_developers, harnesses=harness_versions,
                        vllm_fleet=fleet)
+
+
+def _check_receipts(check: Checker, gate: RolloutGate, master_key: Any) -> None:
+    """Every answer in a record's evidence is one the stack's gateway gave: its receipt verifies
+    with the key derived from the gateway's master key (spear/receipts.py), which the config
+    check holds and a record's author need not. The policy pack holds no secret: this check is
+    the config check's alone."""
+    if not gate.evidence:
+        return
+    if master_key is None:
+        check.report("vllmFleet.rolloutGate.records", f"records ({', '.join(sorted(gate.evidence))})"
+                     " and no gatewayMasterKey", "records whose receipts can be checked: the"
+                     " gateway that signed their answers, declared in this stack with its"
+                     " gatewayMasterKey (scripts/gate runs through it)")
+        return
+    key = receipts.receipt_key(master_key.text)
+    tasks, _ = rollout_gate.parse_tasks(gate.tasks)
+    for name, evidence in sorted(gate.evidence.items()):
+        for problem in rollout_gate.receipt_problems(evidence, tasks, key):
+            check.report(f"vllmFleet.rolloutGate.records (record {name}).evidence",
+                         "a record that does not stand", problem)
 
 
 def _check_gate_keys(check: Checker, keys: Mapping[str, str], people: Mapping[str, Any]) -> None:

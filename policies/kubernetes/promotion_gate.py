@@ -4,7 +4,9 @@ revision are the pair; the fleet's rollout record (a ConfigMap in its namespace)
 previous pair, the gate policy, the records as scripts/gate wrote them, and (binaryData) the
 task set and each record's evidence. Each record is re-judged from its evidence here with
 spear/rollout_gate.py::check_record, as the config check before `pulumi up` does: a verdict
-written into the ConfigMap is not believed. The pack sees only the declared `previous` pair; the
+written into the ConfigMap is not believed. The evidence's receipts (spear/receipts.py) are the
+config check's alone: they verify with a key derived from the gateway's master key, a secret a
+policy never sees. The pack sees only the declared `previous` pair; the
 comparison with the pairs the last update deployed is the config check's (config/load.py reads
 them from the stack's state, which a policy cannot; a ConfigMap carrying them would change on
 the update after every change)."""

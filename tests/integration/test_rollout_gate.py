@@ -1,11 +1,16 @@
-"""The rollout gate run for real (gate/run.py): real llama-servers behind a real LiteLLM proxy,
-addressed by route, the task set and trace from the repository, and the stack's config check
-judging the record the run wrote. A neutral bump passes and promotes; the parser trap fails on
-its tool calls, a regressing model on the paired eval with b, c and p."""
+"""The rollout gate run for real (gate/run.py): real llama-servers behind a real LiteLLM proxy
+with spear-fleet's receipt signer (spear_gateway/receipts.py), addressed by route, the task set
+and trace from the repository, and the stack's config check judging the record the run wrote
+and checking every answer's receipt. A neutral bump passes and promotes; the parser trap fails
+on its tool calls, a regressing model on the paired eval with b, c and p; the same evidence
+under another gateway's master key, or with one answer edited, is refused."""
 
 from __future__ import annotations
 
 import contextlib
+import json
+import urllib.request
+from pathlib import Path
 
 import pytest
 
@@ -16,8 +21,11 @@ from localhosts import tiny_model
 from localhosts.litellm_venv import litellm_venv
 from localhosts.litellm_proxy import LitellmProxy
 from localhosts.processes import free_port
+from localhosts.spear_gateway_proxy import hook_packages
+from spear import receipts
+from spear.rules import RECEIPT_CALLBACK
 from tests.support import gate_records as records
-from tests.support.config_cases import CANARY_PAIR, problem_line, promoted_raw
+from tests.support.config_cases import MASTER_KEY, CANARY_PAIR, problem_line, promoted_raw
 from tests.support.served_llama import llama_server
 
 LITELLM = "1.91.1"
@@ -55,9 +63,12 @@ def gateway(tmp_path_factory):
                 tiny_model.ensure_model(answer), free_port(), logs, *WINDOW, *flags))
         config = "model_list:\n" + "".join(
             f"  - model_name: {route}\n    litellm_params: {{model: openai/{route},"
-            f" api_base: '{base}/v1', api_key: none}}\n" for route, base in bases.items())
+            f" api_base: '{base}/v1', api_key: none}}\n" for route, base in bases.items()) \
+            + f"litellm_settings: {{callbacks: ['{RECEIPT_CALLBACK}']}}\n"
+        # The master key the test stacks give the gateway: the config check verifies with it.
         proxy = stack.enter_context(LitellmProxy(litellm_venv(LITELLM).path, config,
-                                                 port=free_port(), log_dir=logs))
+                                                 port=free_port(), log_dir=logs,
+                                                 master_key=MASTER_KEY, env=hook_packages(logs)))
         yield gate_run.Endpoint(proxy.base_url, proxy.master_key)
 
 
@@ -101,3 +112,47 @@ def test_a_regressing_candidate_is_refused_with_b_c_and_p(gateway, project):
     text = gate_run.table(record, records.policy(**SLOS))
     assert "b=8 c=0 p=0.007812" in text and "verdict: FAIL" in text
     assert any(f.startswith("the candidate regresses on the paired eval: b=8") for f in record["failures"])
+
+
+def test_the_gateway_signs_an_answer_only_when_asked_and_the_receipt_covers_it(gateway):
+    body = {"model": "coder", "max_tokens": 16,
+            "messages": [{"role": "user", "content": "Reply with exactly: SPEAR-BACKEND-OK"}]}
+    status, answer, receipt = gateway.post(body)
+    assert status == 200 and receipt is not None, (status, answer)
+    key = receipts.receipt_key(MASTER_KEY)
+    signed = receipts.receipt_from_json(receipt)
+    assert receipts.verifies(key, signed, body["messages"], answer)
+    assert not receipts.verifies(receipts.receipt_key("sk-another-gateway"), signed,
+                                 body["messages"], answer)
+    edited = {**answer, "choices": [{**answer["choices"][0], "message": {
+        **answer["choices"][0]["message"], "content": "something else"}}]}
+    assert not receipts.verifies(key, signed, body["messages"], edited)
+    # A harness does not ask: its request carries its whole context, and nobody reads a receipt.
+    plain = urllib.request.Request(f"{gateway.base_url}/v1/chat/completions",
+                                   data=json.dumps(body).encode(), headers={
+                                       "Authorization": f"Bearer {gateway.key}",
+                                       "Content-Type": "application/json"})
+    with urllib.request.urlopen(plain, timeout=60) as resp:
+        assert resp.status == 200 and receipts.HEADER not in resp.headers
+
+
+def test_a_real_runs_evidence_with_one_answer_edited_is_refused_though_its_sha256_and_numbers_match(
+        gateway, project):
+    record = gate(gateway, "canary-regress", "edited")
+    folder = Path(records.RECORDS)
+    lines = [json.loads(line) for line in (folder / "edited.evidence.jsonl").read_text().splitlines()]
+    # Every task the candidate failed now answered right, as a record's author would write it.
+    right = {task.id: records.right_answer(task) for task in records.tasks()}
+    for line in lines:
+        if line["kind"] == "task" and line["track"] == "candidate":
+            line["answer"] = right[line["task"]]
+    evidence = "".join(json.dumps(line, sort_keys=True) + "\n" for line in lines).encode()
+    forged = gate_run.write(folder, "edited", records.pin(CANARY_PAIR), records.policy(**SLOS),
+                            evidence, records.tasks())
+    assert forged["pin"]["engineVersion"] == CANARY_PAIR["tag"]
+    assert forged["results"]["pairedEval"]["b"] == 0  # the numbers now say it passes...
+    with pytest.raises(ConfigError) as error:
+        parse(promoted_raw(records.gate_config(**SLOS)))
+    # ... and the receipts say those are not the gateway's answers.
+    assert "receipts do not sign their line's request and answer" in problem_line(
+        error.value, "vllmFleet.rolloutGate.records (record edited).evidence")

@@ -172,8 +172,9 @@ VLLM_FLEET = {
 
 def fleet_raw(**fleet: Any) -> dict[str, Any]:
     """prod with the test fleet (its keys overridden by `fleet`), the ambient kubeconfig, and
-    vLLM's API key."""
-    raw = without_fleet(prod_raw())
+    vLLM's API key; with a rolloutGate, the gateway too, whose master key checks the records'
+    receipts."""
+    raw = gateway_raw() if "rolloutGate" in fleet else without_fleet(prod_raw())
     raw["vllmFleet"] = {**copy.deepcopy(VLLM_FLEET), **copy.deepcopy(fleet)}
     return {**raw, "vllmApiKey": "sk-vllm-test"}
 

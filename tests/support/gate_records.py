@@ -1,6 +1,7 @@
 """Gate records and evidence made in a test, for the checks that judge them (config, policy):
-answers shaped as an OpenAI-compatible server gives them, chosen to pass or fail each task. A
-real run against llama-server is tests/integration/test_rollout_gate.py's."""
+answers shaped as an OpenAI-compatible server gives them, chosen to pass or fail each task, each
+with the receipt a gateway with the test stacks' master key would sign it with
+(spear/receipts.py). A real run against llama-server is tests/integration/test_rollout_gate.py's."""
 
 from __future__ import annotations
 
@@ -10,8 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from gate import run as gate_run
-from spear import rollout_gate, trace
-from spear.rules import SMOKE_ANSWER
+from spear import receipts, rollout_gate, trace
+from spear.rules import CODER_MODEL, SMOKE_ANSWER
+from tests.support.config_cases import MASTER_KEY
 
 REPO = Path(__file__).resolve().parents[2]
 TASKS = "gate/tasks/local.jsonl"
@@ -64,34 +66,59 @@ def call_answer(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
 MARKUP = text_answer('<tool_call>\n{"name": "read_file", "arguments": {"path": "src/app.py"}}\n</tool_call>')
 
 
-def _right(task: rollout_gate.Task) -> dict[str, Any]:
+def right_answer(task: rollout_gate.Task) -> dict[str, Any]:
     if "tool-call" in task.check:
         return call_answer(task.check["tool-call"]["name"], task.check["tool-call"]["arguments"])
     return text_answer(next(iter(task.check["answer"].values())))
 
 
+# Who asks each track, and which deployment answers it, as the local stack's gateway signs them.
+IDENTITIES = {rollout_gate.STABLE_TRACK: ("gate", "vllm-stable"),
+              rollout_gate.CANDIDATE_TRACK: ("gate-pilot", "vllm-canary")}
+
+
+def signed(line: dict[str, Any], track: str, call_id: str, master_key: str | None) -> dict[str, Any]:
+    """The line with the receipt a gateway holding `master_key` gives its answer (None: none)."""
+    if master_key is None:
+        return line
+    who, served_by = IDENTITIES[track]
+    answer = None if line["kind"] == rollout_gate.STREAM else line["answer"]
+    receipt = receipts.sign(receipts.receipt_key(master_key), call_id, who, CODER_MODEL,
+                            served_by, line["request"]["messages"], answer)
+    return {**line, "receipt": receipt.to_json()}
+
+
 def evidence(pair: dict[str, str], gate: rollout_gate.Policy, *, samples: int | None = None,
              markup_calls: int = 0, candidate_fails: int = 0, stable_fails: int = 0,
-             ttft: float = 0.05, itl: float = 0.01) -> bytes:
+             ttft: float = 0.05, itl: float = 0.01, master_key: str | None = MASTER_KEY) -> bytes:
     """A run's evidence: `samples` tool calls (the last `markup_calls` answered as text), every
     task (the candidate failing the first `candidate_fails`, stable the last `stable_fails`),
-    the default trace streamed with a constant TTFT and ITL."""
+    the default trace streamed with a constant TTFT and ITL; each answer signed by a gateway
+    holding `master_key`."""
     samples = gate.tool_call_samples if samples is None else samples
-    lines: list[dict[str, Any]] = [{"kind": rollout_gate.RUN, "pin": pin(pair).to_json(),
-                                    "policy": gate.digest, "stable": "coder", "candidate": "canary"}]
-    for i, body in enumerate(gate_run.tool_call_bodies("canary", samples)):
+    candidate = rollout_gate.CANDIDATE_TRACK
+    answered: list[tuple[dict[str, Any], str]] = []  # (line, track)
+    for i, body in enumerate(gate_run.tool_call_bodies(CODER_MODEL, samples)):
         answer = MARKUP if i >= samples - markup_calls else call_answer("read_file", {"path": "src/app.py"})
-        lines.append({"kind": rollout_gate.TOOL_CALL, "request": body, "status": 200, "answer": answer})
+        answered.append(({"kind": rollout_gate.TOOL_CALL, "request": body, "status": 200,
+                          "answer": answer}, candidate))
     task_list = tasks()
     for i, task in enumerate(task_list):
         for track, fails in ((rollout_gate.STABLE_TRACK, i >= len(task_list) - stable_fails),
-                             (rollout_gate.CANDIDATE_TRACK, i < candidate_fails)):
-            lines.append({"kind": rollout_gate.TASK, "task": task.id, "track": track, "status": 200,
-                          "answer": text_answer("no") if fails else _right(task)})
+                             (candidate, i < candidate_fails)):
+            answered.append(({"kind": rollout_gate.TASK, "task": task.id, "track": track,
+                              "request": rollout_gate.task_request(task, CODER_MODEL, gate_run.MAX_TOKENS),
+                              "status": 200,
+                              "answer": text_answer("no") if fails else right_answer(task)}, track))
     for arrival in trace.parse(json.loads(Path(TRACE).read_text())):
         chunks = [round(ttft + n * itl, 6) for n in range(5)]
-        lines.append({"kind": rollout_gate.STREAM, "offset": arrival.offset, "sent": arrival.offset,
-                      "status": 200, "chunks": chunks, "text": SMOKE_ANSWER})
+        answered.append(({"kind": rollout_gate.STREAM, "offset": arrival.offset,
+                          "sent": arrival.offset, "request": gate_run.trace_body(CODER_MODEL, arrival),
+                          "status": 200, "chunks": chunks, "text": SMOKE_ANSWER}, candidate))
+    lines = [{"kind": rollout_gate.RUN, "pin": pin(pair).to_json(), "policy": gate.digest,
+              "stable": "coder as gate", "candidate": "coder as gate-pilot"},
+             *(signed(line, track, f"call-{n}", master_key)
+               for n, (line, track) in enumerate(answered))]
     return "".join(json.dumps(line, sort_keys=True) + "\n" for line in lines).encode()
 
 

@@ -15,7 +15,8 @@ from components.gateway.render import (DATABASE_URL_ENV, DEFAULT_MAX_TOKENS, FRO
                                        upstream_key_env, upstream_windows)
 from config.schema import parse
 from config.types import EXTERNAL_DATABASE, OFFLINE_ENGINE, GatewayDatabase, Hatch, Pricing
-from spear.rules import CODER_MODEL, FRONTIER_MODEL, GATEWAY_UNIT, HATCH_CALLBACK, SYSTEM_SLICE
+from spear.rules import (CODER_MODEL, FRONTIER_MODEL, GATEWAY_UNIT, HATCH_CALLBACK,
+                         RECEIPT_CALLBACK, SYSTEM_SLICE)
 from spear.harness import Window
 from tests.support.config_cases import FRONTIER_KEY, MASTER_KEY, changed, gateway_raw, reds_raw
 from tests.support.stack_files import stack_raw
@@ -92,7 +93,7 @@ def test_no_litellm_fallback_is_rendered_the_hatch_hook_escalates():
     # LiteLLM's fallbacks fire on any error; the hook gives coder its hatch on 429/5xx only.
     assert not any("fallbacks" in key for section in ("router_settings", "litellm_settings")
                    for key in config[section])
-    assert config["litellm_settings"]["callbacks"] == [HATCH_CALLBACK, "prometheus"]
+    assert config["litellm_settings"]["callbacks"] == [HATCH_CALLBACK, RECEIPT_CALLBACK, "prometheus"]
     assert config["environment_variables"] == {"SPEAR_HATCH_MONTHLY_CAP_USD": "200.0",
                                                "SPEAR_FLEET_MODEL": CODER_MODEL,
                                                "SPEAR_HATCH_MODEL": FRONTIER_MODEL,

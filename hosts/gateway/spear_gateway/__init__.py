@@ -11,8 +11,9 @@ that folder is on the LiteLLM virtualenv's import path: a one-line
 `<venv>/lib/python3.X/site-packages/spear_gateway.pth` holding `/opt/spear-gateway` (or
 `PYTHONPATH=/opt/spear-gateway` in the unit). Both are needed: LiteLLM 1.91.1 loads a
 callback from the file `spear_gateway/callbacks.py` next to config.yaml, and that file imports
-the package by name. `spear/__init__.py` and `spear/rules.py` go beside it too (the hatch's rule,
-spear.rules.escalates, is the one the policy pack uses). Its Python dependencies are in hosts/gateway/requirements.txt
+the package by name. `spear/__init__.py`, `spear/rules.py` and `spear/receipts.py` go beside it
+too (the hatch's rule, spear.rules.escalates, is the one the policy pack uses; the receipts are
+the ones the config check verifies). Its Python dependencies are in hosts/gateway/requirements.txt
 (psycopg[binary], psycopg-pool, prometheus-client).
 
 config.yaml:
@@ -41,7 +42,8 @@ config.yaml:
       num_retries: <n>                         # the hook gives each coder request its hatch
       disable_cooldowns: true                  # required, see below
     litellm_settings:
-      callbacks: ["spear_gateway.callbacks.proxy_handler_instance", "prometheus"]
+      callbacks: ["spear_gateway.callbacks.proxy_handler_instance",
+                  "spear_gateway.callbacks.receipt_signer", "prometheus"]
       request_timeout: <s>                     # a fleet that does not answer within it escalates
     environment_variables:                     # or Environment= in the unit; read once at
                                                # start-up, a bad value stops it (settings.py)
