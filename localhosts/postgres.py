@@ -65,6 +65,24 @@ def _free_port_in_range() -> int:
     raise RuntimeError(f"no free port for PostgreSQL in {PORTS.start}-{PORTS.stop - 1}")
 
 
+def _start(data: Path, log: Path, listen: str, top: Path) -> int:
+    """Start the server on the first free port of PORTS; its port. Another cluster starting at
+    the same moment (another test session on the machine) may bind the port between the check
+    and the start: the server then fails to bind it, and the next free one is tried."""
+    for _ in PORTS:
+        port = _free_port_in_range()
+        try:
+            _as_postgres(str(PG_BIN / "pg_ctl"), "-D", str(data), "-l", str(log), "-w", "-o",
+                         f"-c listen_addresses={listen} -p {port} -k {data} -c fsync=off", "start",
+                         cwd=top)
+            return port
+        except subprocess.CalledProcessError as error:
+            said = log.read_text() if log.exists() else ""
+            if "Address already in use" not in said:
+                raise RuntimeError(f"PostgreSQL did not start: {error.stderr}\n{said}") from None
+    raise RuntimeError(f"PostgreSQL found no port in {PORTS.start}-{PORTS.stop - 1} it could bind")
+
+
 def _as_postgres(*cmd: str, cwd: Path) -> subprocess.CompletedProcess:
     # initdb and postgres refuse to run as root.
     return subprocess.run(["runuser", "-u", "postgres", "--", *cmd], cwd=cwd, check=True,
@@ -84,7 +102,6 @@ def postgres_database(name: str = "litellm", user: str = "litellm", also_listen:
     data.mkdir()
     shutil.chown(data, "postgres", "postgres")
     password = secrets.token_hex(12)
-    port = _free_port_in_range()
     _as_postgres(str(PG_BIN / "initdb"), "-D", str(data), "--auth-local=trust", "--auth-host=scram-sha-256",
                  "-U", "postgres",
                  "--no-sync", "-E", "UTF8", "--locale", "C.UTF-8", cwd=top)
@@ -93,9 +110,7 @@ def postgres_database(name: str = "litellm", user: str = "litellm", also_listen:
             hba.write(f"host all all {clients} scram-sha-256\n")
     listen = ",".join(["127.0.0.1", *([also_listen] if also_listen else [])])
     log = data / "server.log"
-    _as_postgres(str(PG_BIN / "pg_ctl"), "-D", str(data), "-l", str(log), "-w", "-o",
-                 f"-c listen_addresses={listen} -p {port} -k {data} -c fsync=off", "start",
-                 cwd=top)
+    port = _start(data, log, listen, top)
     try:
         # The admin connects through the socket (trust); the role over TCP with its password.
         admin = {"PGHOST": str(data), "PGPORT": str(port), "PGUSER": "postgres",
