@@ -141,7 +141,8 @@ GATEWAY_MODELS = (CODER_MODEL, FRONTIER_MODEL)
 # fleet's failure, escalates, and holds budgets.
 HATCH_CALLBACK = "spear_gateway.callbacks.proxy_handler_instance"
 # The hook that signs an answer asked for a receipt (spear/receipts.py), for the rollout gate.
-RECEIPT_CALLBACK = "spear_gateway.callbacks.receipt_signer"
+# Its own module, so a proxy loads it without the hatch's settings (the gate's test proxy does).
+RECEIPT_CALLBACK = "spear_gateway.receipts.receipt_signer"
 # Where harnesses send their OpenTelemetry metrics (OTLP/HTTP JSON) on the gateway's own port,
 # authenticated by the developer's key: the edit decisions behind diff acceptance
 # (hosts/gateway/spear_gateway/edits.py; the wiring in spear/harness.py). No "/metrics" in it:

@@ -43,7 +43,7 @@ config.yaml:
       disable_cooldowns: true                  # required, see below
     litellm_settings:
       callbacks: ["spear_gateway.callbacks.proxy_handler_instance",
-                  "spear_gateway.callbacks.receipt_signer", "prometheus"]
+                  "spear_gateway.receipts.receipt_signer", "prometheus"]
       request_timeout: <s>                     # a fleet that does not answer within it escalates
     environment_variables:                     # or Environment= in the unit; read once at
                                                # start-up, a bad value stops it (settings.py)

@@ -9,6 +9,12 @@ locks the key's row first, so the sum of holds an admission reads cannot change 
 commits; every writer of hatch holds or hatch spend locks the hatch's row. One order means no
 deadlock; a deadlock or serialization failure (which would mean a bug in that order) is retried.
 
+Round trips: each call runs in psycopg's pipeline mode, so a statement whose result is not read
+(BEGIN, the locks, the writes, COMMIT) goes out with the next one that is: an admission and a
+settlement each wait on the server twice, not seven to nine times. The hooks hold a key's row
+lock for those round trips, so they are what a key's concurrent requests queue on
+(docs/BENCHMARKS.md, "The gateway's own cost").
+
 Money is in integer nano-dollars (BIGINT), as in budget.py.
 """
 
@@ -107,7 +113,9 @@ class PgStore:
         self.hold_ttl_seconds = hold_ttl_seconds
         self._pool = ConnectionPool(libpq_url(url), min_size=1, max_size=max_connections, open=True,
                                     kwargs={"autocommit": True})
-        self._run(self._create_schema)
+        # Outside the pipeline: a pipeline takes one command per statement, SCHEMA is several.
+        with self._pool.connection() as conn, conn.transaction():
+            self._create_schema(conn)
 
     def close(self) -> None:
         self._pool.close()
@@ -115,7 +123,7 @@ class PgStore:
     def _run(self, work: Callable[[psycopg.Connection], T]) -> T:
         for attempt in range(5):
             try:
-                with self._pool.connection() as conn, conn.transaction():
+                with self._pool.connection() as conn, conn.pipeline(), conn.transaction():
                     return work(conn)
             except _RETRIED:
                 if attempt == 4:
@@ -147,14 +155,15 @@ class PgStore:
             conn.execute("SELECT 1 FROM spear_gateway.spear_budget_keys WHERE key = %s FOR UPDATE",
                          (key,))
             self._expire_key(conn, key)
-            current, used = conn.execute(
-                "SELECT window_id, used_nanos FROM spear_gateway.spear_budget_keys WHERE key = %s",
-                (key,)).fetchone()
-            known = conn.execute("SELECT 1 FROM spear_gateway.spear_budget_requests WHERE request_id = %s",
-                                 (request_id,)).fetchone() is not None
-            holds, in_flight = conn.execute(
-                "SELECT count(*), coalesce(sum(held_nanos), 0) FROM spear_gateway.spear_budget_requests"
-                " WHERE key = %s AND NOT settled", (key,)).fetchone()
+            current, used, known, holds, in_flight = conn.execute(
+                "SELECT window_id, used_nanos,"
+                " EXISTS (SELECT 1 FROM spear_gateway.spear_budget_requests WHERE request_id = %s),"
+                " (SELECT count(*) FROM spear_gateway.spear_budget_requests r"
+                "  WHERE r.key = k.key AND NOT r.settled),"
+                " (SELECT coalesce(sum(held_nanos), 0) FROM spear_gateway.spear_budget_requests r"
+                "  WHERE r.key = k.key AND NOT r.settled)"
+                " FROM spear_gateway.spear_budget_keys k WHERE k.key = %s",
+                (request_id, key)).fetchone()
             rolls = BudgetRules.rolls(current=current, window=window, holds=holds)
             verdict = BudgetRules.admit(known=known, used=spend if rolls else used,
                                         in_flight=int(in_flight), budget=budget, worst=worst)
@@ -209,10 +218,10 @@ class PgStore:
         key_amount, hatch_amount = nanos("key_usd", key_usd), nanos("hatch_usd", hatch_usd)
 
         def work(conn: psycopg.Connection) -> None:
-            owner = conn.execute("SELECT key FROM spear_gateway.spear_budget_requests WHERE request_id = %s",
-                                 (request_id,)).fetchone()
-            if owner is not None:  # the key's row first: the lock order of admit
-                conn.execute("SELECT 1 FROM spear_gateway.spear_budget_keys WHERE key = %s FOR UPDATE", owner)
+            # The key's row first: the lock order of admit.
+            conn.execute("SELECT 1 FROM spear_gateway.spear_budget_keys WHERE key = (SELECT key FROM"
+                         " spear_gateway.spear_budget_requests WHERE request_id = %s) FOR UPDATE",
+                         (request_id,))
             row = conn.execute(
                 "SELECT key, held_nanos, hatch_held_nanos, settled, expired"
                 " FROM spear_gateway.spear_budget_requests WHERE request_id = %s FOR UPDATE",
@@ -237,21 +246,21 @@ class PgStore:
         """Charge in full the key's holds older than the TTL (the key's row is locked)."""
         if self.hold_ttl_seconds is None:
             return
-        held, hatch_held = conn.execute(
+        # One statement, whose result nobody reads: no round trip of its own.
+        conn.execute(
             "WITH stale AS (UPDATE spear_gateway.spear_budget_requests SET settled = true,"
             " expired = true, key_settled_nanos = held_nanos,"
             " hatch_settled_nanos = coalesce(hatch_held_nanos, 0), settled_at = now()"
             " WHERE key = %s AND NOT settled"
             " AND admitted_at < now() - make_interval(secs => %s)"
-            " RETURNING held_nanos, coalesce(hatch_held_nanos, 0) AS hatch)"
-            " SELECT coalesce(sum(held_nanos), 0), coalesce(sum(hatch), 0) FROM stale",
-            (key, self.hold_ttl_seconds)).fetchone()
-        if held:
-            conn.execute("UPDATE spear_gateway.spear_budget_keys SET used_nanos = used_nanos + %s"
-                         " WHERE key = %s", (held, key))
-        if hatch_held:
-            conn.execute("UPDATE spear_gateway.spear_budget_hatch SET spent_nanos = spent_nanos + %s"
-                         " WHERE id = 1", (hatch_held,))
+            " RETURNING held_nanos, coalesce(hatch_held_nanos, 0) AS hatch),"
+            " total AS (SELECT coalesce(sum(held_nanos), 0) AS held, coalesce(sum(hatch), 0) AS hatch"
+            "  FROM stale),"
+            " charged AS (UPDATE spear_gateway.spear_budget_keys SET used_nanos = used_nanos + total.held"
+            "  FROM total WHERE key = %s AND total.held > 0 RETURNING 1)"
+            " UPDATE spear_gateway.spear_budget_hatch SET spent_nanos = spent_nanos + total.hatch"
+            " FROM total WHERE id = 1 AND total.hatch > 0",
+            (key, self.hold_ttl_seconds, key))
 
     def expire_stale(self) -> None:
         """Charge in full every hold older than the TTL, key by key (the lock order: the key's

@@ -1,6 +1,10 @@
 """The gateway's receipts (spear/receipts.py says what they are for): LiteLLM's response-headers
 hook signs an answer when the request asks for a receipt, as scripts/gate does.
 
+config.yaml names `spear_gateway.receipts.receipt_signer`: LiteLLM 1.91.1 loads this file by
+path (see callbacks.py), a module of its own, which is harmless here as the signer keeps no
+state; and it needs none of the hatch's settings.
+
 `async_post_call_response_headers_hook` (custom_logger.py 1.91.1 l.368, 1.108.7 l.446) is
 awaited on every successful call with the request's data, the key, the response and the
 request's headers (proxy/utils.py post_call_response_headers_hook, 1.91.1 l.2327, 1.108.7); what
