@@ -7,12 +7,12 @@ state; and it needs none of the hatch's settings.
 
 `async_post_call_response_headers_hook` (custom_logger.py 1.91.1 l.368, 1.108.7 l.446) is
 awaited on every successful call with the request's data, the key, the response and the
-request's headers (proxy/utils.py post_call_response_headers_hook, 1.91.1 l.2327, 1.108.7); what
-it returns is added to the answer's headers. A non-streamed answer is the final response object
-(after the success hooks), so the signature covers what the client reads; a stream's headers
-leave before its text, so its receipt covers the request only. Only on request (`x-spear-receipt`
-in the request's headers): a harness's request carries its whole context, and nobody reads its
-receipt.
+request's headers (proxy/utils.py post_call_response_headers_hook, 1.91.1 l.2327, 1.108.7
+l.4350); what it returns is added to the answer's headers. A non-streamed answer is the final
+response object (after the success hooks), so the signature covers what the client reads; a
+stream's headers leave before its text, so its receipt covers the request only. Only on request
+(`x-spear-receipt` in the request's headers): a harness's request carries its whole context,
+and nobody reads its receipt.
 """
 
 from __future__ import annotations
