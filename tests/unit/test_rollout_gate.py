@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -133,10 +134,14 @@ def promote(**run):
     return promoted_raw(records.gate_config())
 
 
-def refused(raw) -> str:
+def config_error(raw) -> ConfigError:
     with pytest.raises(ConfigError) as error:
         parse(raw)
-    return str(error.value)
+    return error.value
+
+
+def refused(raw) -> str:
+    return str(config_error(raw))
 
 
 def test_a_promotion_with_a_record_the_gate_wrote_is_accepted():
@@ -208,7 +213,7 @@ def rewrite(lines: list[dict]) -> None:
     """The evidence as a record's author would rewrite it, with a record that matches it (the
     sha256 and every number recomputed, as scripts/gate writes them)."""
     evidence = "".join(json.dumps(line, sort_keys=True) + "\n" for line in lines).encode()
-    gate_run.write(records.Path(records.RECORDS), "canary-1", records.pin(CANARY_PAIR),
+    gate_run.write(Path(records.RECORDS), "canary-1", records.pin(CANARY_PAIR),
                    records.policy(), evidence, records.tasks())
 
 
@@ -224,19 +229,19 @@ def test_answers_written_by_hand_are_refused_though_the_sha256_and_every_number_
         if line["kind"] == rollout_gate.TASK and line["track"] == rollout_gate.CANDIDATE_TRACK:
             line["answer"] = right[line["task"]]
     rewrite(lines)
-    message = problem_line(ConfigErrorOf(promoted_raw(records.gate_config())), RECEIPTS)
+    message = problem_line(config_error(promoted_raw(records.gate_config())), RECEIPTS)
     assert "8 receipts do not sign their line's request and answer (lines 103, 105, 107" in message
 
 
 def test_evidence_without_receipts_is_refused_naming_the_lines():
     records.write_record("canary-1", CANARY_PAIR, master_key=None)
-    message = problem_line(ConfigErrorOf(promoted_raw(records.gate_config())), RECEIPTS)
+    message = problem_line(config_error(promoted_raw(records.gate_config())), RECEIPTS)
     assert "176 served answers carry no receipt from the gateway (lines 2, 3, 4, 5, 6, ...)" in message
 
 
 def test_answers_another_gateway_signed_are_refused():
     records.write_record("canary-1", CANARY_PAIR, master_key="sk-another-gateway")
-    message = problem_line(ConfigErrorOf(promoted_raw(records.gate_config())), RECEIPTS)
+    message = problem_line(config_error(promoted_raw(records.gate_config())), RECEIPTS)
     assert "or another gateway (another master key) signed them" in message
 
 
@@ -248,7 +253,7 @@ def test_stables_answers_copied_to_the_candidate_are_refused():
         if line["kind"] == rollout_gate.TASK and line["track"] == rollout_gate.CANDIDATE_TRACK:
             line.update(answer=stable[line["task"]]["answer"], receipt=stable[line["task"]]["receipt"])
     rewrite(lines)
-    message = str(ConfigErrorOf(promoted_raw(records.gate_config())))
+    message = refused(promoted_raw(records.gate_config()))
     assert "receipts sign a call another line already used" in message
     assert ("the candidate track's answers come from more than one key, route or deployment:"
             " gate/coder/vllm-stable, gate-pilot/coder/vllm-canary") in message
@@ -259,8 +264,8 @@ def test_a_receipt_for_another_request_does_not_answer_a_task():
     tasks = [line for line in lines if line["kind"] == rollout_gate.TASK]
     tasks[0]["task"], tasks[2]["task"] = tasks[2]["task"], tasks[0]["task"]
     rewrite(lines)
-    assert "2 task answers are to other requests than their task's" in str(
-        ConfigErrorOf(promoted_raw(records.gate_config())))
+    assert "2 task answers are to other requests than their task's" in refused(
+        promoted_raw(records.gate_config()))
 
 
 def test_records_in_a_stack_without_its_gateways_master_key_are_refused():
@@ -268,14 +273,8 @@ def test_records_in_a_stack_without_its_gateways_master_key_are_refused():
     raw = promoted_raw(records.gate_config())
     for key in ("gateway", "developers", "gatewayMasterKey", "frontierApiKey"):
         raw.pop(key, None)
-    message = problem_line(ConfigErrorOf(raw), "vllmFleet.rolloutGate.records")
+    message = problem_line(config_error(raw), "vllmFleet.rolloutGate.records")
     assert "got records (canary-1) and no gatewayMasterKey" in message
-
-
-def ConfigErrorOf(raw) -> ConfigError:  # noqa: N802 - reads as the error it returns
-    with pytest.raises(ConfigError) as error:
-        parse(raw)
-    return error.value
 
 
 def test_a_failing_record_does_not_hide_a_passing_one():
