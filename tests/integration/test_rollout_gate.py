@@ -2,8 +2,9 @@
 with spear-fleet's receipt signer (spear_gateway/receipts.py), addressed by route, the task set
 and trace from the repository, and the stack's config check judging the record the run wrote
 and checking every answer's receipt. A neutral bump passes and promotes; the parser trap fails
-on its tool calls, a regressing model on the paired eval with b, c and p; the same evidence
-under another gateway's master key, or with one answer edited, is refused."""
+on its tool calls, a regressing model on the paired eval with b, c and p, the neutral engine on
+a tenth of a core on its TTFT; the same evidence under another gateway's master key, or with one
+answer edited, is refused."""
 
 from __future__ import annotations
 
@@ -22,10 +23,11 @@ from localhosts.litellm_venv import litellm_venv
 from localhosts.litellm_proxy import LitellmProxy
 from localhosts.processes import free_port
 from localhosts.spear_gateway_proxy import hook_packages
-from spear import receipts
+from spear import receipts, rollout_gate, trace
 from spear.rules import RECEIPT_CALLBACK
 from tests.support import gate_records as records
 from tests.support.config_cases import MASTER_KEY, CANARY_PAIR, problem_line, promoted_raw
+from tests.support.cpu_cap import cpu_cap
 from tests.support.served_llama import llama_server
 
 LITELLM = "1.91.1"
@@ -45,7 +47,16 @@ ROUTES = {
     "canary-trap": (tiny_model.TOOL_CALL_ANSWER, ("--jinja", "--chat-template", "chatml")),
     # Tool calls parsed, but it answers every plain question with the call's markup.
     "canary-regress": (tiny_model.TOOL_CALL_ANSWER, ("--jinja",)),
+    # The neutral engine serving one sequence at a time (concurrent requests queue) on one
+    # thread, and for the latency step on SLOW_SHARE of one core (tests/support/cpu_cap.py).
+    "canary-slow": (tiny_model.SMOKE_ANSWER, ("--jinja", "--parallel", "1", "--threads", "1",
+                                              "--threads-batch", "1", "--poll", "0")),
 }
+SLOW_SHARE = 0.02
+# The slow candidate's SLO: this many times the stable route's TTFT p95 under the same trace
+# just before the run (the machine's load moves both). Measured idle: stable 0.36 s, the slow
+# candidate 3.9 s on 3% of a core; under a cold CI's load stable reached 1.08 s (BENCHMARKS.md).
+SLOWER_THAN_STABLE = 3
 
 
 # This test's SLOs: generous, as it shares two cores with the rest of CI; the unit tests hold
@@ -54,13 +65,20 @@ SLOS = {"ttftP95Seconds": 5.0, "itlP95Seconds": 1.0}
 
 
 @pytest.fixture(scope="module")
-def gateway(tmp_path_factory):
+def slow_cap():
+    with cpu_cap("canary-slow") as cap:
+        yield cap
+
+
+@pytest.fixture(scope="module")
+def gateway(tmp_path_factory, slow_cap):
     logs = tmp_path_factory.mktemp("gate")
     with contextlib.ExitStack() as stack:
         bases = {}
         for route, (answer, flags) in ROUTES.items():
             bases[route] = stack.enter_context(llama_server(
-                tiny_model.ensure_model(answer), free_port(), logs, *WINDOW, *flags))
+                tiny_model.ensure_model(answer), free_port(), logs, *WINDOW, *flags,
+                launcher=slow_cap.launcher if route == "canary-slow" else ()))
         config = "model_list:\n" + "".join(
             f"  - model_name: {route}\n    litellm_params: {{model: openai/{route},"
             f" api_base: '{base}/v1', api_key: none}}\n" for route, base in bases.items()) \
@@ -78,10 +96,11 @@ def project(tmp_path, monkeypatch):
     return tmp_path
 
 
-def gate(endpoint, route: str, name: str):
+def gate(endpoint, route: str, name: str, log=lambda _: None, **slos: float):
     """One run against `route` (stable: `coder`), its record written into the records folder."""
     return records.run_gate(gate_run.Track(endpoint, "coder", "master"),
-                            gate_run.Track(endpoint, route, "master"), name, CANARY_PAIR, **SLOS)
+                            gate_run.Track(endpoint, route, "master"), name, CANARY_PAIR,
+                            log=log, **{**SLOS, **slos})
 
 
 def test_a_neutral_bump_passes_and_its_record_promotes(gateway, project):
@@ -112,6 +131,35 @@ def test_a_regressing_candidate_is_refused_with_b_c_and_p(gateway, project):
     text = gate_run.table(record, records.policy(**SLOS))
     assert "b=8 c=0 p=0.007812" in text and "verdict: FAIL" in text
     assert any(f.startswith("the candidate regresses on the paired eval: b=8") for f in record["failures"])
+
+
+def test_a_slower_candidate_fails_the_ttft_slo_the_stable_engine_meets_under_the_same_trace(
+        gateway, slow_cap, project):
+    arrivals = trace.parse(json.loads(Path(records.TRACE).read_text()))
+    streamed = gate_run.replay(arrivals, records.POLICY_CONFIG["concurrency"], lambda arrival: {
+        "chunks": gateway.stream(gate_run.trace_body("coder", arrival))[1]})
+    stable_p95 = rollout_gate.percentile([line["chunks"][0] for line in streamed], 95)
+    slos = {"ttftP95Seconds": round(SLOWER_THAN_STABLE * stable_p95, 4)}
+
+    def slow_down_for_the_latency_step(step: str) -> None:
+        if step.startswith("latency:"):
+            slow_cap.limit(SLOW_SHARE)
+
+    try:
+        record = gate(gateway, "canary-slow", "slow", log=slow_down_for_the_latency_step, **slos)
+    finally:
+        slow_cap.limit(None)
+    latency = record["results"]["latency"]
+    assert latency["failed"] == 0 and latency["ttftP95"] > slos["ttftP95Seconds"], (stable_p95, latency)
+    ttft = f"TTFT p95 {latency['ttftP95']:.4g}s under replayed load exceeds the SLO"
+    # Its answers are the neutral engine's: only its latency fails.
+    assert ttft in "\n".join(record["failures"]) and all(
+        f.startswith((ttft, "inter-token latency p95")) for f in record["failures"]), \
+        gate_run.table(record, records.policy(**slos))
+    with pytest.raises(ConfigError) as error:
+        parse(promoted_raw(records.gate_config(**{**SLOS, **slos})))
+    assert f"record slow: TTFT p95 {latency['ttftP95']:.4g}s" in problem_line(error.value,
+                                                                               "vllmFleet.stable")
 
 
 def test_the_gateway_signs_an_answer_only_when_asked_and_the_receipt_covers_it(gateway):

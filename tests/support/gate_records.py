@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 from gate import run as gate_run
@@ -135,14 +136,16 @@ def gate_config(folder: str = RECORDS, **changes: Any) -> dict[str, Any]:
 
 
 def run_gate(stable: gate_run.Track, candidate: gate_run.Track, name: str, pair: dict[str, str],
-             folder: str = RECORDS, **policy_changes: Any) -> dict[str, Any]:
+             folder: str = RECORDS, log: Callable[[str], None] = lambda _: None,
+             **policy_changes: Any) -> dict[str, Any]:
     """A real gate run (gate/run.py) under policy(**policy_changes), pinning `pair` and the
-    LiteLLM version the gateway reports; its record, written into `folder`."""
+    LiteLLM version the gateway reports, telling `log` each step as it starts; its record,
+    written into `folder`."""
     gate = policy(**policy_changes)
     task_list = tasks()
     version = candidate.endpoint.gateway_version()
     assert version, "the gateway did not report its LiteLLM version"
     the_pin = rollout_gate.Pin(*pin(pair).pair, version, pin(pair).harness_versions)
     evidence = gate_run.run(stable, candidate, gate, the_pin, task_list,
-                            trace.parse(json.loads(Path(TRACE).read_text())))
+                            trace.parse(json.loads(Path(TRACE).read_text())), log)
     return gate_run.write(Path(folder), name, the_pin, gate, evidence, task_list)

@@ -7,7 +7,7 @@ import contextlib
 import json
 import subprocess
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -31,13 +31,15 @@ def request(url: str, body: dict | None = None, timeout: float = 60) -> dict:
 
 
 @contextlib.contextmanager
-def llama_server(model: Path, port: int, log_dir: Path, *flags: str) -> Iterator[str]:
-    """Run the local stack's llama-server on `model` with `flags` added; yield its base URL once
-    /health says ok, and stop it afterwards."""
+def llama_server(model: Path, port: int, log_dir: Path, *flags: str,
+                 launcher: Sequence[str] = ()) -> Iterator[str]:
+    """Run the local stack's llama-server on `model` with `flags` added (started through
+    `launcher`, e.g. tests/support/cpu_cap.py's); yield its base URL once /health says ok, and
+    stop it afterwards."""
     log_path = log_dir / f"llama-server-{port}.log"
     with log_path.open("wb") as log:
         proc = subprocess.Popen(
-            [str(local_stack_llama_server()), *SERVER_FLAGS, *flags,
+            [*launcher, str(local_stack_llama_server()), *SERVER_FLAGS, *flags,
              "--host", "127.0.0.1", "--port", str(port), "-m", str(model)],
             stdout=log, stderr=subprocess.STDOUT,
         )
