@@ -416,8 +416,10 @@ class Canary:
 @dataclass(frozen=True)
 class EgressTarget:
     name: str
-    cidr: str  # an IP network, normalised
+    cidr: str | None  # an IP network, normalised; None for the in-cluster gateway's pods
     ports: tuple[int, ...]  # TCP
+    # The in-cluster gateway: its namespace and its pods' labels (spear/rules.py::pods_peer).
+    pods: tuple[str, tuple[tuple[str, str], ...]] | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -433,10 +435,13 @@ class Seat:
 @dataclass(frozen=True, kw_only=True)
 class AgentSandbox:
     namespace: str
-    gateway: EgressTarget
+    # Taken from `gateway` (config/schema/__init__.py): None without one a pod can reach.
+    gateway: EgressTarget | None
     mirrors: tuple[EgressTarget, ...]
     seat_image: str | None = None  # pinned by digest; required with seats
     seats: dict[str, Seat] = field(default_factory=dict)  # by name; {} when none is declared
+    # Whose key each seated harness's dialect check asks with (required with seats).
+    dialect_check_developer: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

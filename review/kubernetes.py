@@ -12,7 +12,7 @@ from typing import Any
 
 from components.gateway.cluster_manifests import APP_LABEL as GATEWAY_APP_LABEL
 from components.gateway.cluster_manifests import NAME as GATEWAY_APP
-from review.kinds import (CONFIG_ONLY, CREATE, DELETE, ROLLING_UPDATE, SCALE, Change, Kind,
+from review.kinds import (CONFIG_ONLY, CREATE, DELETE, REPLACE, ROLLING_UPDATE, SCALE, Change, Kind,
                           changed_lines, count)
 from spear import fleet, seats, tokens, vllm
 from spear.rules import IMAGE
@@ -28,11 +28,12 @@ GATEWAY_PART_NAMES = {
 }
 
 
-# An agent seat's objects (components/agent_seats), by kind.
+# An agent seat's objects (components/agent_seats), by kind; a harness's dialect check is a Job.
 SEAT_PART_NAMES = {
     tokens.K8S_SECRET.type: "key Secret",
     tokens.K8S_CONFIG_MAP.type: "wiring ConfigMap",
     tokens.K8S_DEPLOYMENT.type: "Deployment",
+    tokens.K8S_JOB.type: "Job",
 }
 
 
@@ -47,8 +48,11 @@ def labelled_name(kind: str, inputs: Mapping[str, Any]) -> str | None:
         return f"Prometheus {kind.rsplit(':', 1)[-1]} {inputs['metadata'].get('name', '')}".rstrip()
     if found.get(GATEWAY_APP_LABEL, "").startswith(GATEWAY_APP) and kind in GATEWAY_PART_NAMES:
         return f"{GATEWAY_PART_NAMES[kind]} {inputs['metadata'].get('name', '')}".rstrip()
-    if found.get(seats.SEAT) and kind in SEAT_PART_NAMES:
-        return f"agent seat {found[seats.SEAT]} {SEAT_PART_NAMES[kind]}"
+    seat = found.get(seats.SEAT)
+    if seat and seat.startswith(seats.DIALECT_CHECK_PREFIX) and kind in SEAT_PART_NAMES:
+        return f"{found.get(seats.HARNESS)} dialect check {SEAT_PART_NAMES[kind]}"
+    if seat and kind in SEAT_PART_NAMES:
+        return f"agent seat {seat} {SEAT_PART_NAMES[kind]}"
     return None
 
 
@@ -142,6 +146,20 @@ def _deployment_details(change: Change) -> list[str]:
         changed_lines(change.old, change.new) if change.old and change.new else [])
 
 
+def _job_details(change: Change) -> list[str]:
+    """A dialect check's harness version and image, old -> new, and that it runs again."""
+    if not labels(change.inputs).get(seats.DIALECT_CHECK):
+        return changed_lines(change.old, change.new) if change.old and change.new else []
+    old, new = _seat(change.old), _seat(change.new)
+    lines = []
+    if old and new:
+        lines += [f"{new[0]}: {old[1]} -> {new[1]}"] if old[:2] != new[:2] else []
+        lines += [f"image: {old[2]} -> {new[2]}"] if old[2] != new[2] else []
+    if new and change.change in (CREATE, REPLACE):
+        lines.append(f"one real {new[0]} {new[1]} turn through the gateway, before its seats move")
+    return lines
+
+
 def _deployment_update(old: Mapping[str, Any], new: Mapping[str, Any]) -> str:
     # Only the replica count: a scale; anything in the pod template: a rolling update.
     template_changed = (old.get("spec") or {}).get("template") != (new.get("spec") or {}).get("template")
@@ -163,6 +181,6 @@ KINDS = (
     Kind.of(tokens.K8S_SERVICE, "vLLM Service", CONFIG_ONLY),
     Kind.of(tokens.K8S_DEPLOYMENT, lambda inputs: f"vLLM {track(inputs) or 'Deployment'} Deployment",
             _deployment_update, details=_deployment_details),
-    Kind.of(tokens.K8S_JOB, "Job", CONFIG_ONLY),
+    Kind.of(tokens.K8S_JOB, "Job", CONFIG_ONLY, details=_job_details),
     Kind.of(tokens.K8S_NETWORK_POLICY, "NetworkPolicy", CONFIG_ONLY),
 )

@@ -235,11 +235,27 @@ def ring_routes(ring: object, tracks: dict[str, str | None]) -> list[str]:
 
 # ---------------------------------------------------------------------------------------------
 # The agent sandbox's egress (seed 001 step 7): the default-deny is opened only to the gateway
-# and the mirrors, each a host or one subnet; a wider network (0.0.0.0/0 at the extreme) would
-# open it to everything. The widest allowed, by IP version.
+# (its pods in the cluster, its address on a host: taken from `gateway`) and the mirrors, each a
+# host or one subnet; a wider network (0.0.0.0/0 at the extreme) would open it to everything.
+# No DNS: a resolver that answers anything is a way out (names go through the pod's hosts file).
+# The widest network allowed, by IP version.
 EGRESS_WIDEST_PREFIX = {4: 24, 6: 64}
 EGRESS_NETWORK_TEXT = ("one host or one subnet: an IPv4 network of /24 or narrower, or IPv6 of"
                        " /64 or narrower")
+
+
+# The in-cluster gateway (components/gateway/cluster_manifests.py): its objects' name, and the
+# labels its Deployment selects its pods by, which the agent sandbox's egress allows.
+GATEWAY_APP = "spear-gateway"
+GATEWAY_POD_LABELS = {"app.kubernetes.io/name": GATEWAY_APP}
+
+
+def pods_peer(namespace: str, labels: dict[str, str]) -> dict[str, object]:
+    """The NetworkPolicy destination of exactly the pods with `labels` in `namespace`: the
+    in-cluster gateway's. Not its Service's address: a NetworkPolicy sees the pod a Service
+    forwards to, so an ipBlock of a cluster IP matches nothing once enforced."""
+    return {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
+            "podSelector": {"matchLabels": dict(labels)}}
 
 
 def egress_network_problem(cidr: object) -> str | None:

@@ -35,6 +35,10 @@ HARNESS = "spear-fleet/harness"
 HARNESS_VERSION = "spear-fleet/harness-version"  # what `harnesses.<harness>` pins
 KEY_ROTATION = "spear-fleet/key-rotation"  # developers.<name>.rotation: a rotation restarts the seat
 WIRING_SHA256 = "spear-fleet/wiring-sha256"  # the wiring files: a change restarts the seat
+# A harness's dialect check (components/agent_seats): one turn of the real harness through the
+# gateway, a Job per seated harness, run again at each bump; its objects are `seat-dialect-<harness>`.
+DIALECT_CHECK = "spear-fleet/dialect-check"  # its label: the harness it checks
+DIALECT_CHECK_PREFIX = "dialect-"
 
 IMAGE_DIGEST_TEXT = "an image pinned by digest, repository[:tag]@sha256:<64 lowercase hex>"
 # Where the workspace may come from: a volume of the pod's own or a claim (a disposable or a

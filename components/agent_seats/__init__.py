@@ -9,6 +9,12 @@ capability dropped, no new privileges, a read-only root, no service account toke
 copy the only writable mount, the key the only credential (spear/seats.py says what that minimum
 is; the policy pack checks it). On the fleet's own provider, after the agent namespace and its
 egress policies, so no seat runs before its egress is denied.
+
+Per harness the seats run, its dialect check first: the Job `seat-dialect-<harness>` runs one real
+turn of that harness in the same sandbox, through the gateway with the key of
+`agentSandbox.dialectCheckDeveloper` (its own Secret and wiring beside it). A bump of the
+harness replaces the Job, so the check runs again, and the harness's seats wait for it: a version
+whose dialect the gateway no longer speaks fails the `up` before any seat runs it.
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ import pulumi_kubernetes as k8s
 
 from components.agent_seats import manifests
 from components.gateway import HarnessPins
-from config.types import AgentSandbox, Developer
+from config.types import AgentSandbox, Developer, Seat
 from spear import tokens
 
 
@@ -48,30 +54,48 @@ class AgentSeats(pulumi.ComponentResource):
         self.wiring: dict[str, k8s.core.v1.ConfigMap] = {}
         self.deployments: dict[str, k8s.apps.v1.Deployment] = {}
         self.outputs: dict[str, Any] = {}
+        self.checks: dict[str, k8s.batch.v1.Job] = {}
+        for harness_name in sorted({seat.harness for seat in sandbox.seats.values()}):
+            check = manifests.dialect_check(sandbox, harness_name)
+            entry = manifests.wiring(check, args.gateway_url, args.harnesses.versions,
+                                     args.harnesses.window)
+            inputs = self._key_and_wiring(f"{name}-{check.name}", check, entry, args, on_cluster)
+            # Same name on a bump: the old Job goes before the new one is made.
+            self.checks[harness_name] = k8s.batch.v1.Job(
+                f"{name}-{check.name}", **manifests.dialect_check_job(sandbox, check, entry),
+                opts=pulumi.ResourceOptions.merge(on_cluster, pulumi.ResourceOptions(
+                    depends_on=inputs, delete_before_replace=True)))
         for seat in sandbox.seats.values():
             entry = manifests.wiring(seat, args.gateway_url, args.harnesses.versions,
                                      args.harnesses.window)
             # `<name>-<seat>`: with the program's name `seat`, each resource is named as its
             # object is (seat-<seat>, seat-<seat>-key, seat-<seat>-wiring).
             prefix = f"{name}-{seat.name}"
-            self.keys[seat.name] = k8s.core.v1.Secret(
-                f"{prefix}-key", **manifests.key_secret(sandbox, seat),
-                string_data={manifests.KEY_FIELD: pulumi.Output.secret(args.keys[seat.developer])},
-                opts=on_cluster)
-            pod_inputs: list[pulumi.Resource] = [self.keys[seat.name]]
-            config_map = manifests.wiring_config_map(sandbox, seat, entry)
-            if config_map is not None:
-                self.wiring[seat.name] = k8s.core.v1.ConfigMap(f"{prefix}-wiring", **config_map,
-                                                               opts=on_cluster)
-                pod_inputs.append(self.wiring[seat.name])
+            pod_inputs = self._key_and_wiring(prefix, seat, entry, args, on_cluster)
             self.deployments[seat.name] = k8s.apps.v1.Deployment(
                 prefix, **manifests.deployment(sandbox, seat, entry,
                                                args.developers[seat.developer].rotation),
                 opts=pulumi.ResourceOptions.merge(on_cluster, pulumi.ResourceOptions(
-                    depends_on=pod_inputs)))
+                    depends_on=[*pod_inputs, self.checks[seat.harness]])))
             self.outputs[seat.name] = {
                 "developer": seat.developer, "harness": seat.harness, "version": entry["version"],
                 "namespace": sandbox.namespace,
                 "start": manifests.start_command(sandbox, seat, entry),
             }
         self.register_outputs(self.outputs)
+
+    def _key_and_wiring(self, prefix: str, seat: Seat, entry: dict[str, Any], args: AgentSeatsArgs,
+                        on_cluster: pulumi.ResourceOptions) -> list[pulumi.Resource]:
+        """The seat's key Secret and, when its harness has a wiring file, its ConfigMap."""
+        sandbox = args.sandbox
+        self.keys[seat.name] = k8s.core.v1.Secret(
+            f"{prefix}-key", **manifests.key_secret(sandbox, seat),
+            string_data={manifests.KEY_FIELD: pulumi.Output.secret(args.keys[seat.developer])},
+            opts=on_cluster)
+        made: list[pulumi.Resource] = [self.keys[seat.name]]
+        config_map = manifests.wiring_config_map(sandbox, seat, entry)
+        if config_map is not None:
+            self.wiring[seat.name] = k8s.core.v1.ConfigMap(f"{prefix}-wiring", **config_map,
+                                                           opts=on_cluster)
+            made.append(self.wiring[seat.name])
+        return made

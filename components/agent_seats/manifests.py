@@ -19,13 +19,15 @@ from __future__ import annotations
 
 import hashlib
 import posixpath
+import shlex
 from typing import Any
 
 from config.types import AgentSandbox, Seat
 from spear import harness
 from spear.rules import CODER_MODEL
-from spear.seats import (DEVELOPER, HARNESS, HARNESS_VERSION, HOME, KEY_ROTATION, SEAT, SEAT_USER,
-                         TMP, WIRING_SHA256, WORKSPACE, WORKSPACE_VOLUME)
+from spear.seats import (DEVELOPER, DIALECT_CHECK, DIALECT_CHECK_PREFIX, HARNESS, HARNESS_VERSION,
+                         HOME, KEY_ROTATION, SEAT, SEAT_USER, TMP, WIRING_SHA256, WORKSPACE,
+                         WORKSPACE_VOLUME)
 
 KEY_PLACEHOLDER = "<the developer's virtual key>"  # rendered in the key's place, then taken out
 KEY_FIELD = "key"  # the Secret's one entry
@@ -37,6 +39,16 @@ HARNESS_CONTAINER = "harness"
 IDLE = ["sleep", "infinity"]
 # sleep as PID 1 ignores SIGTERM: a replaced seat need not wait the default 30 s to be killed.
 TERMINATION_GRACE_SECONDS = 5
+# A dialect check: the harness in the seat image must say the version the stack pins (the image
+# is pinned by digest, the version by `harnesses`: nothing else ties them), then one turn on the
+# file spear/harness.py's TURN_PROMPT asks about. It fails on a version mismatch, the harness's
+# exit status or an empty answer (OpenHands exits 0 with none when the gateway refuses it).
+CHECK_SCRIPT = (
+    "version=$({program} --version) && case \"$version\" in *{version}*) ;; *) echo \"the seat"
+    " image's {program} says $version; the stack pins {version}\" >&2; exit 1;; esac &&"
+    " mkdir -p src && echo 'print(42)' > src/app.py && answer=$({turn}) &&"
+    " printf '%s\\n' \"$answer\" && test -n \"$answer\"")
+CHECK_DEADLINE_SECONDS = 600
 
 
 def name(seat: Seat) -> str:
@@ -190,6 +202,36 @@ def deployment(sandbox: AgentSandbox, seat: Seat, entry: dict[str, Any],
             },
         },
     }
+
+
+def dialect_check(sandbox: AgentSandbox, harness_name: str) -> Seat:
+    """The seat a harness's dialect check runs as: the check developer's, named
+    seat-dialect-<harness> (declared seats may not take the prefix: the config check)."""
+    if sandbox.dialect_check_developer is None:
+        raise ValueError("seats need agentSandbox.dialectCheckDeveloper")
+    return Seat(name=f"{DIALECT_CHECK_PREFIX}{harness_name}", developer=sandbox.dialect_check_developer,
+                harness=harness_name, workspace_size="1Gi")
+
+
+def dialect_check_job(sandbox: AgentSandbox, check: Seat, entry: dict[str, Any]) -> dict[str, Any]:
+    """The Job that checks the seat image's harness is the pinned version, then runs one real
+    turn of it as a seat would (the same pod, the same sandbox), through the gateway with the
+    check developer's key. Its pod template carries the
+    version and the wiring's digest, so a bump or a new wiring replaces the Job: the check runs
+    again, and pulumi-kubernetes waits for it to complete (a failed turn fails the `up`)."""
+    template = deployment(sandbox, check, entry)["spec"]["template"]
+    template["metadata"]["labels"] = {**template["metadata"]["labels"], DIALECT_CHECK: check.harness}
+    spec = template["spec"]
+    spec["restartPolicy"] = "Never"
+    [container] = spec["containers"]
+    turn = harness.ONE_TURN[check.harness]
+    container["command"] = ["sh", "-c", CHECK_SCRIPT.format(
+        program=shlex.quote(turn[0]), version=shlex.quote(entry["version"]), turn=shlex.join(turn))]
+    return {"metadata": {"name": name(check), "namespace": sandbox.namespace,
+                         "labels": template["metadata"]["labels"],
+                         "annotations": {HARNESS_VERSION: entry["version"]}},
+            "spec": {"backoffLimit": 0, "activeDeadlineSeconds": CHECK_DEADLINE_SECONDS,
+                     "template": template}}
 
 
 def start_command(sandbox: AgentSandbox, seat: Seat, entry: dict[str, Any]) -> str:

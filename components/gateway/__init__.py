@@ -404,7 +404,7 @@ class Gateway(pulumi.ComponentResource):
             harnesses=args.harnesses, started_at=self.service.started_at, after=[self.service])
         self.harnesses = self.access.harnesses
 
-        self.pod_url = url  # a pod reaches it where it listens (agentSandbox.gateway allows it)
+        self.pod_url = url  # a pod reaches it where it listens (the sandbox allows exactly that)
         self.outputs: dict[str, Any] = {
             "url": url,
             "ssh_host_key": self.host_key.outputs(),

@@ -16,10 +16,11 @@ from typing import Any
 
 from components.gateway.render import HOOK_FILES
 from config.types import Gateway
+from spear.rules import GATEWAY_APP, GATEWAY_POD_LABELS
 
-NAME = "spear-gateway"
+NAME = GATEWAY_APP
 APP_LABEL = "app.kubernetes.io/name"
-LABELS = {APP_LABEL: NAME, "app.kubernetes.io/part-of": "spear-fleet"}
+LABELS = {**GATEWAY_POD_LABELS, "app.kubernetes.io/part-of": "spear-fleet"}
 SECRET = NAME  # the master key, the frontier key, the database URL, the fleet's key
 CONFIG_MAP = f"{NAME}-config"  # config.yaml, the hook package, the routes to prove
 MIGRATE_CONFIG_MAP = f"{NAME}-migrate"  # hosts/gateway/migrate.sh
@@ -91,7 +92,7 @@ def deployment(gateway: Gateway, rollout: dict[str, Any]) -> dict[str, Any]:
                      "annotations": {"pulumi.com/skipAwait": "true"}},
         "spec": {
             "replicas": cluster.replicas,
-            "selector": {"matchLabels": {APP_LABEL: NAME}},
+            "selector": {"matchLabels": GATEWAY_POD_LABELS},
             "strategy": {"type": "RollingUpdate",
                          "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
             "template": {

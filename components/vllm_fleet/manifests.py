@@ -15,7 +15,7 @@ from typing import Any
 
 from config.types import AgentSandbox, EgressTarget, ServingPair, VllmFleet
 from spear import vllm
-from spear.rules import PRIORITY_CLASSES
+from spear.rules import PRIORITY_CLASSES, pods_peer
 from spear.fleet import (AGENT_SANDBOX, ALERTS, APP, CACHE_SALT, CANARY_JSON, ENGINE_VERSION,
                          GATE_POLICY_JSON, GATE_TASKS_GZ, PART, PREVIOUS_JSON, PRIORITIES,
                          RECORDS_JSON, REVISION, ROLE, ROLLOUT, STABLE, STABLE_JSON, TENANCY, TRACK,
@@ -209,7 +209,7 @@ def alert_rules(fleet: VllmFleet, text: str, file_name: str) -> dict[str, Any]:
 
 # ---------------------------------------------------------------------------------------------
 # The agent sandbox (seed 001 step 7): default-deny egress, then exactly the gateway and the
-# package mirrors, and DNS.
+# package mirrors (no DNS: spear/rules.py says why).
 
 DENY_EGRESS = "default-deny-egress"
 ALLOW_EGRESS = "allow-egress"
@@ -226,15 +226,13 @@ def deny_egress(sandbox: AgentSandbox) -> dict[str, Any]:
 
 
 def _to(target: EgressTarget) -> dict[str, Any]:
-    return {"to": [{"ipBlock": {"cidr": target.cidr}}],
-            "ports": [{"protocol": "TCP", "port": port} for port in target.ports]}
+    peer = ({"ipBlock": {"cidr": target.cidr}} if target.pods is None
+            else pods_peer(target.pods[0], dict(target.pods[1])))
+    return {"to": [peer], "ports": [{"protocol": "TCP", "port": port} for port in target.ports]}
 
 
 def allow_egress(sandbox: AgentSandbox) -> dict[str, Any]:
-    dns = {"to": [{"namespaceSelector": {"matchLabels": {
-               "kubernetes.io/metadata.name": "kube-system"}},
-                   "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}}],
-           "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]}
+    targets = [*([sandbox.gateway] if sandbox.gateway else []), *sandbox.mirrors]
     return {"metadata": {"name": ALLOW_EGRESS, "namespace": sandbox.namespace},
             "spec": {"podSelector": {}, "policyTypes": ["Egress"],
-                     "egress": [_to(sandbox.gateway), *(_to(m) for m in sandbox.mirrors), dns]}}
+                     "egress": [_to(target) for target in targets]}}

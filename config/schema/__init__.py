@@ -9,15 +9,18 @@ the others from `common`. The keys are documented in `stacks/Pulumi.prod.yaml`
 
 from __future__ import annotations
 
+import dataclasses
+import ipaddress
 from collections.abc import Mapping
 from typing import Any
 
 from config.checker import MISSING, Checker, get, map_names
 from config.schema import backends, developers, gateway, harnesses, hosts, reds, runpod, vllm_fleet
-from config.types import API_KEY_NAMES, GATEWAY_MASTER_KEY, VLLM_API_KEY, FleetConfig, RolloutGate
+from config.types import (API_KEY_NAMES, GATEWAY_MASTER_KEY, VLLM_API_KEY, AgentSandbox, EgressTarget,
+                          FleetConfig, Gateway, RolloutGate)
 from spear import receipts, rollout_gate
 from spear.fleet import CANARY, STABLE
-from spear.rules import FLEET_UPSTREAM, GENERAL_RING, PILOT_RING
+from spear.rules import FLEET_UPSTREAM, GATEWAY_POD_LABELS, GENERAL_RING, PILOT_RING
 
 TOP_KEYS = (backends.KEYS + hosts.KEYS + runpod.KEYS + reds.KEYS + gateway.KEYS
             + developers.KEYS + harnesses.KEYS + vllm_fleet.KEYS)
@@ -70,6 +73,9 @@ def parse(raw: Mapping[str, Any], deployed_rollout: Any = None) -> FleetConfig:
         check.report("vllmFleet.serviceIPs", "nothing", "each track's Service IP (stable, and canary"
                      " with a canary), required while gateway.coder.upstreams names vllmFleet:"
                      " the gateway's routes to the fleet are then known at preview")
+    if fleet and fleet.agent_sandbox:
+        fleet = dataclasses.replace(fleet, agent_sandbox=dataclasses.replace(
+            fleet.agent_sandbox, gateway=_sandbox_gateway(check, the_gateway, fleet.agent_sandbox)))
     if fleet and fleet.gate:
         _check_gate_keys(check, fleet.gate.keys, the_developers)
         _check_receipts(check, fleet.gate, gateway_keys.get(GATEWAY_MASTER_KEY))
@@ -79,6 +85,31 @@ def parse(raw: Mapping[str, Any], deployed_rollout: Any = None) -> FleetConfig:
                        reds_endpoints=reds_endpoints, gateway=the_gateway,
                        developers=the_developers, harnesses=harness_versions,
                        vllm_fleet=fleet)
+
+
+def _sandbox_gateway(check: Checker, the_gateway: Gateway | None,
+                     sandbox: AgentSandbox) -> EgressTarget | None:
+    """Where the agent sandbox reaches the gateway, from the gateway's own settings (typed once):
+    in the cluster, its pods on their port; on a host, the address it listens on. None when a
+    pod cannot reach it (no gateway, or one on loopback); seats then have no way to it."""
+    if the_gateway is None:
+        return None
+    cluster = the_gateway.kubernetes
+    if cluster is not None:
+        if sandbox.seats and cluster.service_ip is None:
+            check.report("gateway.kubernetes.serviceIP", "nothing", "the gateway Service's fixed"
+                         " cluster IP, required with agent seats: the sandbox has no DNS, so a"
+                         " seat reaches the gateway at that address")
+        return EgressTarget("gateway", None, (the_gateway.port,),
+                            pods=(cluster.namespace, tuple(sorted(GATEWAY_POD_LABELS.items()))))
+    address = ipaddress.ip_address(the_gateway.host)
+    if address.is_loopback or address.is_unspecified:
+        if sandbox.seats:
+            check.fail("gateway.listen.host", the_gateway.host, "an address of the gateway host"
+                         " that the cluster's pods reach, required with agent seats (a seat's"
+                         " egress is allowed to exactly that address)")
+        return None
+    return EgressTarget("gateway", str(ipaddress.ip_network(address)), (the_gateway.port,))
 
 
 def _check_receipts(check: Checker, gate: RolloutGate, master_key: Any) -> None:

@@ -32,7 +32,7 @@ from spear.fleet import CANARY, STABLE
 from spear.harness import HARNESSES
 from spear.rules import (CACHE_SALT_SCOPES, EGRESS_NETWORK_TEXT, IMAGE, IMAGE_DIGEST, IMAGE_TAG,
                          egress_network_problem, image_pin_problem)
-from spear.seats import IMAGE_DIGEST_TEXT, image_digest_problem
+from spear.seats import DIALECT_CHECK_PREFIX, IMAGE_DIGEST_TEXT, image_digest_problem
 from spear.vllm import (BYTES_PER_PARAMETER, GPU_MEMORY_UTILIZATION, TOOL_CALL_PARSER,
                         TOOL_CALL_PARSERS, memory_floor_problem, tool_parser_problem)
 
@@ -292,21 +292,29 @@ def _agent_sandbox(check: Checker, key: str, value: Any, developers: Sequence[st
     if value is MISSING:
         return None
     start = check.mark()
-    sandbox = check.obj(key, value, ("namespace", "gateway", "mirrors", "seatImage", "seats"))
+    sandbox = check.obj(key, value, ("namespace", "gateway", "mirrors", "seatImage", "seats",
+                                     "dialectCheckDeveloper"))
     if sandbox is None:
         return None
+    if get(sandbox, "gateway") is not MISSING:
+        check.report(f"{key}.gateway", "an address typed twice", "nothing: the sandbox's way to the"
+                     " gateway is taken from `gateway` (its pods when it runs in the cluster, its"
+                     " listen address on a host); remove it")
     mirrors = check.named_map(f"{key}.mirrors", get(sandbox, "mirrors"), "a package mirror",
                               required=False)
     declared_seats = get(sandbox, "seats")
     result = AgentSandbox(
         namespace=check.pattern(f"{key}.namespace", get(sandbox, "namespace"), DNS_LABEL, DNS_LABEL_TEXT,
                                 default="agents"),
-        gateway=_target(check, f"{key}.gateway", "gateway", get(sandbox, "gateway")),
+        gateway=None,  # taken from `gateway` once both are parsed (config/schema/__init__.py)
         mirrors=tuple(_target(check, f"{key}.mirrors.{name}", name, item)
                       for name, item in (mirrors or {}).items()),
         seat_image=_seat_image(check, f"{key}.seatImage", get(sandbox, "seatImage"),
                                isinstance(declared_seats, Mapping) and bool(declared_seats)),
         seats=_seats(check, f"{key}.seats", declared_seats, developers, has_gateway),
+        dialect_check_developer=_dialect_check_developer(
+            check, f"{key}.dialectCheckDeveloper", get(sandbox, "dialectCheckDeveloper"),
+            developers, isinstance(declared_seats, Mapping) and bool(declared_seats)),
     )
     return result if check.clean_since(start) else None
 
@@ -316,6 +324,18 @@ def _agent_sandbox(check: Checker, key: str, value: Any, developers: Sequence[st
 _SEAT_NAME = re.compile(r"[a-z]([a-z0-9-]{0,29}[a-z0-9])?")
 _SEAT_NAME_TEXT = ("a seat name of lowercase letters, digits and inner '-', starting with a letter"
                    " (at most 31; it names the seat's Kubernetes objects)")
+
+
+def _dialect_check_developer(check: Checker, key: str, value: Any, developers: Sequence[str],
+                             has_seats: bool) -> str | None:
+    """Whose key each seated harness's dialect check asks with: the CI's, its own budget and
+    alias (components/agent_seats runs the check at every harness bump)."""
+    if value is MISSING and not has_seats:
+        return None
+    known = ", ".join(developers) if developers else "none is declared"
+    return check.text(key, value, lambda v: v if v in developers else None,
+                      f"a developer declared under `developers` ({known}) whose key runs each"
+                      " seated harness's dialect check, e.g. the CI's; seats need one")
 
 
 def _seat_image(check: Checker, key: str, value: Any, has_seats: bool) -> str | None:
@@ -349,6 +369,10 @@ def _seats(check: Checker, key: str, value: Any, developers: Sequence[str],
     for name, item in value.items():
         if not (isinstance(name, str) and _SEAT_NAME.fullmatch(name)):
             check.report(f"{key}.{name}", "an invalid name", _SEAT_NAME_TEXT)
+            continue
+        if name.startswith(DIALECT_CHECK_PREFIX):
+            check.report(f"{key}.{name}", "a reserved name", f"a seat name not starting with"
+                         f" '{DIALECT_CHECK_PREFIX}' (the harnesses' dialect checks are named so)")
             continue
         start = check.mark()
         seat = check.obj(f"{key}.{name}", item, ("developer", "harness", "workspaceSize"))

@@ -6,7 +6,10 @@ fleet's serving image behind its Service, the real engine and pulumi-kubernetes.
 up runs migrate.sh as a Job, then two replicas that each proved the fleet's route before serving,
 makes every developer's key through the API server's proxy and answers each one's smoke test from
 the fleet's pod; a second up changes nothing; each replica serves with the keys of the shared
-database; an agent seat per harness the seat image holds (localhosts/seat_image.py) runs sandboxed
+database; each seated harness passed its dialect check (a Job: one real turn on the CI developer's
+key) before its seats started; a bump of its version previews as the check's replacement, and
+an `up` of a bump the seat image does not hold fails at the check with the seat unmoved;
+an agent seat per harness the seat image holds (localhosts/seat_image.py) runs sandboxed
 (user 1000, read-only root, no token, no capability, the key only in its environment) and its real
 harness completes a turn (a tool call, its result, an answer) through the gateway's cluster IP to the
 fleet, with the seat developer's key; a canary whose proof fails (the parser trap) stops the up at the first new pod, naming
@@ -29,7 +32,9 @@ import yaml
 
 from components.hostops.waiting import wait_until
 from localhosts import gateway_image, kubebuild, kubenode, seat_image, tiny_model
+from spear import seats
 from spear.harness import ONE_TURN
+from spear.rules import GATEWAY_POD_LABELS, pods_peer
 from spear_gateway.pricing import Prices, worst_case_usd
 from localhosts.engine import REPO, Project, engine_env, without_inference_hosts
 from localhosts.postgres import postgres_database
@@ -50,6 +55,7 @@ TRAP_MODEL = "spear-fleet/tiny-no-tool-template"
 REPLICAS = 2
 PORT = 4000
 SEAT_DEVELOPER = "sam"
+CHECK_DEVELOPER = "ci"  # whose key the harnesses' dialect checks ask with
 BUDGET = 10.0  # USD, for the two keys the budget tests spend
 # The budget tests' request, priced so that output is what costs: its worst case, 64 tokens at
 # $0.10, is 6.40 of the budget, and the fleet's answer of a few tokens a fraction of that, so
@@ -62,6 +68,7 @@ DEVELOPERS = {"ana": {"team": "platform", "maxBudget": 50},
               # The seats' developer: a harness asks for up to the window's output (4096 tokens,
               # $409.60 at the price above), which a budget must hold to admit it.
               SEAT_DEVELOPER: {"team": "platform", "maxBudget": 5000},
+              CHECK_DEVELOPER: {"team": "platform", "maxBudget": 5000},
               "dee": {"team": "platform", "maxBudget": BUDGET},
               "eve": {"team": "research", "maxBudget": BUDGET}}
 SANDBOX_NS = "agents-it"
@@ -116,8 +123,9 @@ def stand(kube_cluster, tmp_path_factory):
                 "modelCache": {"size": "1Gi", "hostPath": str(workdir / "model-cache"),
                                "accessMode": "ReadWriteOnce"},
                 "agentSandbox": {
-                    "namespace": SANDBOX_NS, "gateway": {"cidr": f"{GATEWAY_IP}/32", "ports": [PORT]},
+                    "namespace": SANDBOX_NS,
                     "seatImage": seat_image.pinned_ref(seats),
+                    "dialectCheckDeveloper": CHECK_DEVELOPER,
                     "seats": {seat: {"developer": SEAT_DEVELOPER, "harness": harness}
                               for seat, harness in SEATS.items()}},
             },
@@ -283,6 +291,48 @@ def test_each_real_harness_completes_a_turn_in_its_seat_through_the_gateway_to_t
         assert wait_until(lambda: fleet_requests(db, SEAT_DEVELOPER) >= before + 2, 120), \
             (seat, fleet_requests(db, SEAT_DEVELOPER) - before, turn.stdout[-3000:])
         assert tiny_model.SMOKE_ANSWER in turn.stdout, (seat, turn.stdout[-3000:])
+
+
+def test_the_sandbox_allows_exactly_the_gateways_pods_on_its_port_taken_from_the_gateway(stand):
+    _, client, _ = stand
+    allow = client.get(f"/apis/networking.k8s.io/v1/namespaces/{SANDBOX_NS}/networkpolicies/allow-egress")
+    assert allow["spec"]["egress"] == [{"to": [pods_peer(GATEWAY_NS, GATEWAY_POD_LABELS)],
+                                        "ports": [{"protocol": "TCP", "port": PORT}]}]
+
+
+def test_each_seated_harness_passed_its_dialect_check_on_the_ci_key_and_a_bump_runs_it_again(stand):
+    project, client, db = stand
+    jobs = {job["metadata"]["labels"][seats.DIALECT_CHECK]: job for job in client.get(
+        f"/apis/batch/v1/namespaces/{SANDBOX_NS}/jobs")["items"]}
+    assert set(jobs) == set(SEATS.values())
+    assert all(job["status"].get("succeeded") == 1 for job in jobs.values()), jobs
+    # Each check's turn: the model's tool call and its answer after the result, on the CI key.
+    assert wait_until(lambda: fleet_requests(db, CHECK_DEVELOPER) >= 2 * len(jobs), 120), \
+        fleet_requests(db, CHECK_DEVELOPER)
+    pinned = project.outputs(STACK)["seats"]["sam-codex"]["version"]
+    project.set_config(STACK, "harnesses.codex", "0.170.0")
+    try:
+        steps = {step["urn"].rsplit("::", 1)[-1]: step["op"]
+                 for step in project.preview(STACK)["steps"]}
+        assert steps["seat-dialect-codex"] in ("replace", "create-replacement"), steps
+        assert steps["seat-sam-codex"] == "update", steps
+        # (A preview lists no step for what stays the same.)
+        assert not {"seat-dialect-qwen-code", "seat-dialect-claude-code"} & set(steps), steps
+        # The seat image still holds the pinned Codex: the check refuses the bump, and the seat
+        # is not moved to a version its image does not hold.
+        bumped = project.up(STACK)
+        assert not bumped.ok and "seat-dialect-codex" in bumped.output, bumped.output[-6000:]
+        [pod] = client.get(f"/api/v1/namespaces/{SANDBOX_NS}/pods?labelSelector="
+                           "job-name%3Dseat-dialect-codex")["items"]
+        _, log = client.request("GET", f"/api/v1/namespaces/{SANDBOX_NS}/pods/"
+                                       f"{pod['metadata']['name']}/log?container=harness")
+        assert "the stack pins 0.170.0" in log and pinned in log, log
+        seat = client.get(f"/apis/apps/v1/namespaces/{SANDBOX_NS}/deployments/seat-sam-codex")
+        assert seat["spec"]["template"]["metadata"]["annotations"][seats.HARNESS_VERSION] == pinned
+    finally:
+        project.set_object(STACK, "harnesses", None)
+    back = project.up(STACK)
+    assert back.ok, back.output[-6000:]
 
 
 def test_a_canary_whose_proof_fails_stops_the_up_and_the_proven_pods_serve_on(stand):

@@ -77,7 +77,7 @@ def fleet_config(kubeconfig: Path, cache: Path) -> dict[str, Any]:
         "schedulingPriority": True,
         "serviceIPs": {"stable": STABLE_IP, "canary": CANARY_IP},
         "modelCache": {"size": "1Gi", "hostPath": str(cache), "accessMode": "ReadWriteOnce"},
-        "agentSandbox": {"namespace": AGENTS, "gateway": {"cidr": "10.20.0.10/32", "ports": [4000]},
+        "agentSandbox": {"namespace": AGENTS,
                          "mirrors": {"pypi": {"cidr": "10.20.1.0/24", "ports": [443]}}},
         "rolloutGate": local_rollout_gate(),
     }

@@ -164,7 +164,6 @@ VLLM_FLEET = {
     "tenancy": {"cacheSalt": "team"},
     "modelCache": {"size": "200Gi"},
     "agentSandbox": {"namespace": "agents",
-                     "gateway": {"cidr": "10.20.0.10/32", "ports": [4000]},
                      "mirrors": {"pypi": {"cidr": "10.20.1.0/24", "ports": [443]}}},
     "observability": {"preemptionsPerHour": 30},
 }
@@ -183,16 +182,21 @@ def fleet_raw(**fleet: Any) -> dict[str, Any]:
 # key in a sandboxed pod running Codex (the seat image pinned by digest).
 SEAT_IMAGE = "registry.example.com/spear/seat:2026.07@sha256:" + "3c" * 32
 SEATS = ("vllmFleet", "agentSandbox", "seats")
+# Off loopback: a pod reaches the gateway host there, and the sandbox's egress allows it.
+SEATS_GATEWAY_LISTEN = {"host": "10.20.0.10", "port": 4000}
 SEAT_SECRETS = [*GATEWAY_SECRETS, "spear-fleet:vllmApiKey"]
 
 
 def seats_raw(**seats: Any) -> dict[str, Any]:
-    """gateway_raw() with the test fleet and vLLM's key, and in its sandbox the seat image and
-    `seats` (default: ana's Codex seat)."""
+    """gateway_raw() listening where the seats reach it, with the test fleet and vLLM's key, and
+    in its sandbox the seat image, bob's key for the dialect checks and `seats` (default: ana's
+    Codex seat)."""
     raw = gateway_raw()
+    raw["gateway"]["listen"] = dict(SEATS_GATEWAY_LISTEN)
     raw["vllmFleet"] = copy.deepcopy(VLLM_FLEET)
-    raw["vllmFleet"]["agentSandbox"].update(seatImage=SEAT_IMAGE, seats=copy.deepcopy(
-        seats or {"ana-codex": {"developer": "ana", "harness": "codex"}}))
+    raw["vllmFleet"]["agentSandbox"].update(seatImage=SEAT_IMAGE, dialectCheckDeveloper="bob",
+                                            seats=copy.deepcopy(seats or {"ana-codex": {
+                                                "developer": "ana", "harness": "codex"}}))
     return {**raw, "vllmApiKey": "sk-vllm-test"}
 
 

@@ -1,14 +1,16 @@
 """The agent seats (components/agent_seats): the manifests each harness's seat renders, and the
 component under Pulumi's mocks from the program: after the gateway, on the fleet's provider and
 after the agent namespace and its egress policies, a Secret with the developer's key (a Pulumi
-secret), the wiring file as a ConfigMap and a Deployment that holds no credential; a harness
-bump, a key rotation and a wiring change each restart the seat, and show in its pod template."""
+secret), the wiring file as a ConfigMap and a Deployment that holds no credential, after its harness's dialect check (a Job that runs
+one real turn with the CI developer's key); a harness bump, a key rotation and a wiring change
+each restart the seat, and show in its pod template, and a bump runs the check again."""
 
 from __future__ import annotations
 
 import copy
 import json
 import runpy
+import shlex
 from dataclasses import dataclass
 from typing import Any
 
@@ -197,6 +199,11 @@ def test_each_seat_is_its_key_secret_its_wiring_and_its_deployment_on_the_fleets
         **{f"seat-{name}": tokens.K8S_DEPLOYMENT.type for name in ALL_HARNESSES},
         "seat-ana-codex-wiring": tokens.K8S_CONFIG_MAP.type,
         "seat-bob-qwen-wiring": tokens.K8S_CONFIG_MAP.type,
+        # Per harness the seats run, its dialect check: a Job with its own key and wiring.
+        **{f"seat-dialect-{h}": tokens.K8S_JOB.type for h in harness.HARNESSES},
+        **{f"seat-dialect-{h}-key": tokens.K8S_SECRET.type for h in harness.HARNESSES},
+        "seat-dialect-codex-wiring": tokens.K8S_CONFIG_MAP.type,
+        "seat-dialect-qwen-code-wiring": tokens.K8S_CONFIG_MAP.type,
     }
     for name in seat_resources(seated):
         if name != "seat":
@@ -209,6 +216,29 @@ def test_every_seat_comes_after_the_agent_namespace_and_its_egress_policies(seat
         if name != "seat":
             assert sandbox <= set(seated.dependencies[name]), name
     assert {"seat-ana-codex-key", "seat-ana-codex-wiring"} <= set(seated.dependencies["seat-ana-codex"])
+
+
+def test_each_seat_waits_for_its_harnesss_dialect_check_which_runs_one_real_turn_with_the_ci_key(seated):
+    for name, seat in ALL_HARNESSES.items():
+        check = f"seat-dialect-{seat['harness']}"
+        assert check in seated.dependencies[f"seat-{name}"], name
+        assert {f"{check}-key"} <= set(seated.dependencies[check])
+    # The check developer's key (bob's), in the check's own Secret, as a Pulumi secret.
+    secret = seated.registered["seat-dialect-codex-key"]["stringData"]
+    assert is_secret(secret) and secret["value"] == {"key": "sk-bob-VIRTUAL"}
+    job = seated.inputs["seat-dialect-codex"]
+    spec = pod(job)
+    [main] = spec["containers"]
+    script = main["command"][2]
+    assert main["command"][:2] == ["sh", "-c"] and shlex.join(harness.ONE_TURN["codex"]) in script
+    assert "src/app.py" in script  # the file the turn's prompt asks the model to read
+    # First, the image's harness must say the pinned version.
+    assert script.startswith('version=$(codex --version) && case "$version" in'
+                             f' *{harness.DEFAULT_VERSIONS["codex"]}*)')
+    assert (spec["restartPolicy"], job["spec"]["backoffLimit"]) == ("Never", 0)
+    # The same sandbox as a seat's, which the policy pack checks on every workload there.
+    assert seats.seat_problems(spec) == [] and "VIRTUAL" not in json.dumps(seated.registered["seat-dialect-codex"])
+    assert job["metadata"]["labels"][seats.DIALECT_CHECK] == "codex"
 
 
 def test_the_key_reaches_only_the_secret_and_as_a_pulumi_secret(seated):
@@ -247,6 +277,10 @@ def test_a_harness_bump_a_key_rotation_and_a_wiring_change_each_change_the_pod_t
     assert bumped.seats["ana-codex"]["version"] == "0.170.0"
     # The other harnesses' seats do not move.
     assert _template(bumped, "seat-bob-qwen") == _template(seated, "seat-bob-qwen")
+    # The bumped harness's dialect check is a new Job (its template is immutable): it runs again.
+    assert (_template(bumped, "seat-dialect-codex")["metadata"]["annotations"][seats.HARNESS_VERSION]
+            == "0.170.0")
+    assert _template(bumped, "seat-dialect-qwen-code") == _template(seated, "seat-dialect-qwen-code")
 
     rotated = copy.deepcopy(raw)
     rotated["developers"]["ana"]["rotation"] = 1

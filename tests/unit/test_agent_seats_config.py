@@ -1,5 +1,6 @@
-"""config, the agent seats (`vllmFleet.agentSandbox.seatImage` and `.seats`): a seat is a declared
-developer's with a known harness, in a stack with a gateway, on a seat image pinned by digest;
+"""config, the agent seats (`vllmFleet.agentSandbox.seatImage`, `.seats` and
+`.dialectCheckDeveloper`): a seat is a declared developer's with a known harness, in a stack with
+a gateway, on a seat image pinned by digest, with a declared developer's key for the dialect checks;
 every bad value is refused with the full key, what was given and what is allowed, all at once and
 before any resource is registered."""
 
@@ -55,9 +56,19 @@ BAD = [
      "vllmFleet.agentSandbox.seats." + "a" * 32, "(at most 31; it names the seat's Kubernetes objects)"),
     ("seats-not-a-map", changed(seats_raw(), SEATS, ["ana-codex"]),
      "vllmFleet.agentSandbox.seats", "a map of seat name -> {developer, harness, workspaceSize}"),
+    ("seat-name-of-a-dialect-check", seats_raw(**{"dialect-codex": CODEX}),
+     "vllmFleet.agentSandbox.seats.dialect-codex", "a seat name not starting with 'dialect-' (the"
+     " harnesses' dialect checks are named so)"),
+    ("dialect-check-developer-missing", changed(seats_raw(), (*SANDBOX, "dialectCheckDeveloper"), DELETE),
+     "vllmFleet.agentSandbox.dialectCheckDeveloper", "a developer declared under `developers`"
+     " (ana, bob) whose key runs each seated harness's dialect check, e.g. the CI's; seats need"
+     " one (required)"),
+    ("dialect-check-developer-undeclared", changed(seats_raw(), (*SANDBOX, "dialectCheckDeveloper"), "ci"),
+     "vllmFleet.agentSandbox.dialectCheckDeveloper", "a developer declared under `developers`"
+     " (ana, bob) whose key runs each seated harness's dialect check"),
     ("seats-without-a-gateway", fleet_raw(agentSandbox={
         "gateway": {"cidr": "10.20.0.10/32", "ports": [4000]}, "seatImage": SEAT_IMAGE,
-        "seats": {"ana-codex": CODEX}}),
+        "dialectCheckDeveloper": "ana", "seats": {"ana-codex": CODEX}}),
      "vllmFleet.agentSandbox.seats", "seats only with `gateway` (each seat's harness reaches coder"
      " through it with its developer's virtual key)"),
 ]
@@ -83,7 +94,7 @@ def test_a_seat_parses_to_its_typed_config_with_the_default_workspace():
 
 def test_a_sandbox_without_seats_has_none_and_needs_no_image():
     sandbox = parse(fleet_raw()).vllm_fleet.agent_sandbox
-    assert (sandbox.seat_image, sandbox.seats) == (None, {})
+    assert (sandbox.seat_image, sandbox.seats, sandbox.dialect_check_developer) == (None, {}, None)
 
 
 def test_every_seat_problem_is_reported_at_once_one_per_line():
@@ -91,6 +102,7 @@ def test_every_seat_problem_is_reported_at_once_one_per_line():
                                "Bob": CODEX, "cyn": {"developer": "ana", "harness": "codex",
                                                      "workspaceSize": "lots"}}),
                   (*SANDBOX, "seatImage"), "registry.example.com/spear/seat:latest")
+    raw = changed(raw, (*SANDBOX, "dialectCheckDeveloper"), "zed")
     with pytest.raises(ConfigError) as error:
         parse(raw)
     assert [problem.key for problem in error.value.problems] == [
@@ -98,4 +110,5 @@ def test_every_seat_problem_is_reported_at_once_one_per_line():
         "spear-fleet:vllmFleet.agentSandbox.seats.ana-codex.developer",
         "spear-fleet:vllmFleet.agentSandbox.seats.ana-codex.harness",
         "spear-fleet:vllmFleet.agentSandbox.seats.Bob",
-        "spear-fleet:vllmFleet.agentSandbox.seats.cyn.workspaceSize"]
+        "spear-fleet:vllmFleet.agentSandbox.seats.cyn.workspaceSize",
+        "spear-fleet:vllmFleet.agentSandbox.dialectCheckDeveloper"]

@@ -15,6 +15,7 @@ import pytest
 from config.checker import ConfigError
 from config.schema import parse
 from spear import tokens
+from spear.rules import pods_peer
 from tests.support.config_cases import MASTER_KEY
 from tests.unit import test_gateway_components as host
 
@@ -62,6 +63,16 @@ def test_the_cluster_gateway_is_kubernetes_objects_and_checks_with_no_host_resou
     }
     assert {t for n, t in gateway.items() if "-key-" in n} == {tokens.GATEWAY_KEY.type}
     assert not any("connection" in cluster.inputs[n] for n in gateway)
+
+
+def test_the_agent_sandbox_reaches_the_gateways_pods_by_the_deployments_own_selector(cluster):
+    deployment = cluster.inputs["gateway-deployment"]
+    [container] = deployment["spec"]["template"]["spec"]["containers"]
+    [port] = container["ports"]
+    assert cluster.inputs["vllm-agents-allow-egress"]["spec"]["egress"][0] == {
+        "to": [pods_peer(deployment["metadata"]["namespace"],
+                         deployment["spec"]["selector"]["matchLabels"])],
+        "ports": [{"protocol": "TCP", "port": port["containerPort"]}]}
 
 
 def test_two_replicas_roll_one_pod_at_a_time_and_each_proves_every_fleet_route_first(cluster):

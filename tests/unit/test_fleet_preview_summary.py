@@ -101,13 +101,16 @@ def test_without_the_unchanged_stable_step_the_canary_is_compared_with_the_rollo
 # version old -> new, the key never shown.
 
 def seat(codex: str = "0.169.0") -> dict[str, dict[str, Any]]:
-    """ana's Codex seat's Deployment and key Secret, with the stack's codex version."""
+    """ana's Codex seat's Deployment and key Secret, and Codex's dialect check Job, with the
+    stack's codex version."""
     cfg = parse({**seats_raw(), "harnesses": {"codex": codex}})
     sandbox = cfg.vllm_fleet.agent_sandbox
-    ana = sandbox.seats["ana-codex"]
+    ana, check = sandbox.seats["ana-codex"], seat_manifests.dialect_check(sandbox, "codex")
     entry = seat_manifests.wiring(ana, "http://10.20.0.10:4000", cfg.harnesses, None)
+    check_entry = seat_manifests.wiring(check, "http://10.20.0.10:4000", cfg.harnesses, None)
     return {"deployment": seat_manifests.deployment(sandbox, ana, entry),
-            "secret": seat_manifests.key_secret(sandbox, ana)}
+            "secret": seat_manifests.key_secret(sandbox, ana),
+            "check": seat_manifests.dialect_check_job(sandbox, check, check_entry)}
 
 
 def test_a_harness_bump_rolls_the_seat_naming_the_version_and_the_working_copy_it_loses():
@@ -117,6 +120,14 @@ def test_a_harness_bump_rolls_the_seat_naming_the_version_and_the_working_copy_i
     assert f"- **agent seat ana-codex Deployment** (`seat-ana-codex`): **{ROLLING_UPDATE}**" in text
     assert "  - codex: 0.169.0 -> 0.170.0\n" in text
     assert "  - the seat's pod is made anew: its working copy (/workspace) starts empty\n" in text
+
+
+def test_a_harness_bump_replaces_its_dialect_check_which_runs_a_real_turn_before_the_seats_move():
+    text = summarize({"steps": [step("replace", tokens.K8S_JOB.type, "seat-dialect-codex",
+                                     seat()["check"], seat("0.170.0")["check"])]}, None)
+    assert "- **codex dialect check Job** (`seat-dialect-codex`): **replace**" in text
+    assert "  - codex: 0.169.0 -> 0.170.0\n" in text
+    assert "  - one real codex 0.170.0 turn through the gateway, before its seats move\n" in text
 
 
 def test_a_new_seat_says_whose_it_is_and_its_key_is_never_shown():

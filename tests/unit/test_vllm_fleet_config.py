@@ -8,15 +8,16 @@ from __future__ import annotations
 import pulumi
 import pytest
 
+from components.vllm_fleet import manifests
 from config.checker import ConfigError
 from config.load import StackConfigError, load
 from config.schema import parse
-from config.types import Kubeconfig, Prometheus, ServingPair, Vllm
+from config.types import EgressTarget, Kubeconfig, Prometheus, ServingPair, Vllm
 from spear.vllm import command_line as vllm_command_line
 from tests.support.config_cases import (CANARY_PAIR, DELETE, FLEET, FLEET_SECRETS as SECRETS,
                                         NEXT_REVISION, REVISION, STABLE_PAIR, allowed_for, changed,
                                         fleet_raw, problem_line, promoted_raw,
-                                        repeated_cases, run_program)
+                                        repeated_cases, run_program, seats_raw)
 from tests.support.stack_files import PLACEHOLDER_SECRETS, engine_config, prod_raw, without_fleet
 
 KUBECONFIG = "apiVersion: v1\nclusters: []\nusers: []\ncontexts: []\n"
@@ -97,21 +98,24 @@ BAD = [
      "vllmFleet.modelCache.accessMode", "one of ReadWriteMany, ReadWriteOnce"),
     ("model-cache-host-path", changed(fleet_raw(), (*FLEET, "modelCache", "hostPath"), "models"),
      "vllmFleet.modelCache.hostPath", "an absolute path on the node"),
-    ("sandbox-gateway-name", changed(fleet_raw(), (*SANDBOX, "gateway", "cidr"), "gateway.internal"),
-     "vllmFleet.agentSandbox.gateway.cidr", "an IP network"),
-    ("sandbox-gateway-host-bits", changed(fleet_raw(), (*SANDBOX, "gateway", "cidr"), "10.20.0.10/24"),
-     "vllmFleet.agentSandbox.gateway.cidr", "an IP network"),
+    ("sandbox-mirror-name-not-address", changed(fleet_raw(), (*SANDBOX, "mirrors", "pypi", "cidr"),
+                                                "pypi.internal"),
+     "vllmFleet.agentSandbox.mirrors.pypi.cidr", "an IP network"),
+    ("sandbox-mirror-host-bits", changed(fleet_raw(), (*SANDBOX, "mirrors", "pypi", "cidr"), "10.20.1.7/24"),
+     "vllmFleet.agentSandbox.mirrors.pypi.cidr", "an IP network"),
     ("sandbox-open-to-everything", changed(fleet_raw(), (*SANDBOX, "mirrors", "pypi", "cidr"), "0.0.0.0/0"),
      "vllmFleet.agentSandbox.mirrors.pypi.cidr", "one host or one subnet: an IPv4 network of /24 or"
      " narrower"),
-    ("sandbox-gateway-wide-v6", changed(fleet_raw(), (*SANDBOX, "gateway", "cidr"), "2001:db8::/32"),
-     "vllmFleet.agentSandbox.gateway.cidr", "IPv6 of /64 or narrower"),
+    ("sandbox-mirror-wide-v6", changed(fleet_raw(), (*SANDBOX, "mirrors", "pypi", "cidr"), "2001:db8::/32"),
+     "vllmFleet.agentSandbox.mirrors.pypi.cidr", "IPv6 of /64 or narrower"),
     ("sandbox-ports-empty", changed(fleet_raw(), (*SANDBOX, "mirrors", "pypi", "ports"), []),
      "vllmFleet.agentSandbox.mirrors.pypi.ports", "a non-empty list of TCP ports"),
-    ("sandbox-port-big", changed(fleet_raw(), (*SANDBOX, "gateway", "ports"), [70000]),
-     "vllmFleet.agentSandbox.gateway.ports[0]", "an integer 1-65535"),
-    ("sandbox-gateway-missing", changed(fleet_raw(), (*SANDBOX, "gateway"), DELETE),
-     "vllmFleet.agentSandbox.gateway", "an object with keys cidr, ports (required)"),
+    ("sandbox-port-big", changed(fleet_raw(), (*SANDBOX, "mirrors", "pypi", "ports"), [70000]),
+     "vllmFleet.agentSandbox.mirrors.pypi.ports[0]", "an integer 1-65535"),
+    ("sandbox-gateway-typed-twice", changed(fleet_raw(), (*SANDBOX, "gateway"),
+                                            {"cidr": "10.20.0.10/32", "ports": [4000]}),
+     "vllmFleet.agentSandbox.gateway", "nothing: the sandbox's way to the gateway is taken from"
+     " `gateway` (its pods when it runs in the cluster, its listen address on a host)"),
     ("sandbox-mirror-name", changed(fleet_raw(), (*SANDBOX, "mirrors", "PyPI"), {}),
      "vllmFleet.agentSandbox.mirrors.PyPI", "a name of lowercase letters"),
     ("hatch-cap-declared-twice", changed(fleet_raw(), (*ALERTS, "hatchCapUsd"), 500),
@@ -196,8 +200,7 @@ def test_the_fleet_parses_to_its_typed_config():
     assert fleet.cache_salt == "team"
     assert (fleet.model_cache.size, fleet.model_cache.access_mode) == ("200Gi", "ReadWriteMany")
     sandbox = fleet.agent_sandbox
-    assert (sandbox.namespace, sandbox.gateway.cidr, sandbox.gateway.ports) == (
-        "agents", "10.20.0.10/32", (4000,))
+    assert (sandbox.namespace, sandbox.gateway) == ("agents", None)  # this stack has no gateway
     assert [(m.name, m.cidr, m.ports) for m in sandbox.mirrors] == [("pypi", "10.20.1.0/24", (443,))]
     alerts = fleet.alerts
     assert (alerts.preemptions_per_hour, alerts.ttft_p95_seconds, alerts.itl_p95_seconds,
@@ -243,16 +246,35 @@ def test_a_rollback_to_the_previous_pair_needs_no_record():
     assert fleet.stable == fleet.previous
 
 
+def test_the_sandbox_reaches_a_host_gateway_at_its_listen_address_taken_from_the_gateway():
+    sandbox = parse(seats_raw()).vllm_fleet.agent_sandbox
+    assert sandbox.gateway == EgressTarget("gateway", "10.20.0.10/32", (4000,))
+    assert manifests.allow_egress(sandbox)["spec"]["egress"][0] == {
+        "to": [{"ipBlock": {"cidr": "10.20.0.10/32"}}], "ports": [{"protocol": "TCP", "port": 4000}]}
+
+
+def test_a_gateway_on_loopback_is_no_way_out_and_seats_then_need_another_address():
+    raw = seats_raw()
+    del raw["vllmFleet"]["agentSandbox"]["seats"], raw["vllmFleet"]["agentSandbox"]["seatImage"]
+    raw["gateway"]["listen"]["host"] = "127.0.0.1"
+    assert parse(raw).vllm_fleet.agent_sandbox.gateway is None
+    with pytest.raises(ConfigError) as error:
+        parse(changed(seats_raw(), ("gateway", "listen", "host"), "127.0.0.1"))
+    assert problem_line(error.value, "gateway.listen.host").endswith(
+        "got '127.0.0.1'; allowed: an address of the gateway host that the cluster's pods reach,"
+        " required with agent seats (a seat's egress is allowed to exactly that address)")
+
+
 def test_all_fleet_problems_are_reported_at_once_one_per_line():
     raw = changed(fleet_raw(), (*STABLE, "tag"), "latest")
     raw = changed(raw, (*FLEET, "replicas"), 0)
-    raw = changed(raw, (*SANDBOX, "gateway", "cidr"), "gateway")
+    raw = changed(raw, (*SANDBOX, "mirrors", "pypi", "cidr"), "pypi")
     raw = changed(raw, ("vllmApiKey",), DELETE)
     with pytest.raises(ConfigError) as error:
         parse(raw)
     assert [problem.key for problem in error.value.problems] == [
         "spear-fleet:vllmApiKey", "spear-fleet:vllmFleet.stable.tag",
-        "spear-fleet:vllmFleet.replicas", "spear-fleet:vllmFleet.agentSandbox.gateway.cidr"]
+        "spear-fleet:vllmFleet.replicas", "spear-fleet:vllmFleet.agentSandbox.mirrors.pypi.cidr"]
 
 
 def test_a_stack_without_a_fleet_has_none_and_needs_no_kubeconfig():
