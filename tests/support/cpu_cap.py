@@ -29,10 +29,10 @@ class CpuCap:
 
     def limit(self, share: float | None) -> None:
         """Allow the cgroup `share` of one CPU from now on (None: no limit)."""
-        quota = "-1" if share is None else str(max(1000, int(share * PERIOD_US)))
-        if self.quota_file == "cpu.max":
-            quota = f"{'max' if share is None else quota} {PERIOD_US}"
-        (self.cgroup / self.quota_file).write_text(quota)
+        quota = None if share is None else max(1000, int(share * PERIOD_US))
+        text = (f"{quota or 'max'} {PERIOD_US}" if self.quota_file == "cpu.max"
+                else str(quota or -1))
+        (self.cgroup / self.quota_file).write_text(text)
 
 
 def _hierarchy() -> tuple[Path, str]:

@@ -11,6 +11,7 @@ import copy
 import json
 import runpy
 import shlex
+import subprocess
 from dataclasses import dataclass
 from typing import Any
 
@@ -264,6 +265,43 @@ def test_the_seat_reaches_the_gateways_configured_url_and_says_how_to_start_it(s
 
 def _template(program: Program, name: str = "seat-ana-codex") -> dict[str, Any]:
     return program.inputs[name]["spec"]["template"]
+
+
+# A stand-in for Codex in the check's shell: `--version` prints $VERSION, a turn prints $ANSWER
+# and exits $STATUS (the real harnesses' turns are the in-cluster test's).
+FAKE_CODEX = """#!/bin/sh
+if [ "$1" = --version ]; then echo "codex-cli $VERSION"; exit 0; fi
+[ -f src/app.py ] || exit 3
+printf '%s' "$ANSWER"; exit "$STATUS"
+"""
+
+
+PINNED = harness.DEFAULT_VERSIONS["codex"]
+
+
+@pytest.mark.parametrize("version,answer,status,passes,said", [
+    (PINNED, "It prints 42.", 0, True, ""),
+    ("0.1.0", "It prints 42.", 0, False,
+     f"the seat image's codex says codex-cli 0.1.0; the stack pins {PINNED}"),
+    (PINNED, "", 0, False, ""),  # OpenHands' quiet exit when the gateway refuses it
+    (PINNED, "stream error", 1, False, ""),
+], ids=["pinned-and-answered", "another-version-in-the-image", "empty-answer", "harness-failed"])
+def test_the_dialect_check_passes_only_the_pinned_harness_answering_its_turn(
+        tmp_path, version, answer, status, passes, said):
+    sandbox, _, _ = rendered()
+    check = manifests.dialect_check(sandbox, "codex")
+    entry = manifests.wiring(check, URL, harness.DEFAULT_VERSIONS, None)
+    script = pod(manifests.dialect_check_job(sandbox, check, entry))["containers"][0]["command"]
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "codex").write_text(FAKE_CODEX)
+    (tmp_path / "bin" / "codex").chmod(0o755)
+    done = subprocess.run(script, cwd=tmp_path, capture_output=True, text=True, timeout=30, env={
+        "PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin", "VERSION": version, "ANSWER": answer,
+        "STATUS": str(status)})
+    assert (done.returncode == 0) is passes, (done.returncode, done.stdout, done.stderr)
+    assert said in done.stderr
+    # The turn's file is written only once the version is the pinned one.
+    assert (tmp_path / "src" / "app.py").exists() is (version == PINNED)
 
 
 def test_a_harness_bump_a_key_rotation_and_a_wiring_change_each_change_the_pod_template(seated):
