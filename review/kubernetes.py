@@ -124,12 +124,17 @@ def _seat(inputs: Mapping[str, Any]) -> tuple[str, str, str] | None:
         return None
 
 
+def _pin_lines(old: tuple[str, str, str], new: tuple[str, str, str]) -> list[str]:
+    """A seat's or a dialect check's harness version and image, old -> new, where they moved."""
+    lines = [f"{new[0]}: {old[1]} -> {new[1]}"] if old[:2] != new[:2] else []
+    return lines + ([f"image: {old[2]} -> {new[2]}"] if old[2] != new[2] else [])
+
+
 def _seat_details(change: Change) -> list[str]:
     """A seat's harness version and image, old -> new; on create, whose seat it is."""
     old, new = _seat(change.old), _seat(change.new)
     if old and new:
-        lines = [f"{new[0]}: {old[1]} -> {new[1]}"] if old[:2] != new[:2] else []
-        lines += [f"image: {old[2]} -> {new[2]}"] if old[2] != new[2] else []
+        lines = _pin_lines(old, new)
         if _deployment_update(change.old, change.new) == ROLLING_UPDATE:
             # A seat's strategy is Recreate: its one pod goes, with its emptyDir.
             lines.append("the seat's pod is made anew: its working copy (/workspace) starts empty")
@@ -151,10 +156,7 @@ def _job_details(change: Change) -> list[str]:
     if not labels(change.inputs).get(seats.DIALECT_CHECK):
         return changed_lines(change.old, change.new) if change.old and change.new else []
     old, new = _seat(change.old), _seat(change.new)
-    lines = []
-    if old and new:
-        lines += [f"{new[0]}: {old[1]} -> {new[1]}"] if old[:2] != new[:2] else []
-        lines += [f"image: {old[2]} -> {new[2]}"] if old[2] != new[2] else []
+    lines = _pin_lines(old, new) if old and new else []
     if new and change.change in (CREATE, REPLACE):
         lines.append(f"one real {new[0]} {new[1]} turn through the gateway, before its seats move")
     return lines

@@ -216,9 +216,9 @@ def dialect_check(sandbox: AgentSandbox, harness_name: str) -> Seat:
 def dialect_check_job(sandbox: AgentSandbox, check: Seat, entry: dict[str, Any]) -> dict[str, Any]:
     """The Job that checks the seat image's harness is the pinned version, then runs one real
     turn of it as a seat would (the same pod, the same sandbox), through the gateway with the
-    check developer's key. Its pod template carries the
-    version and the wiring's digest, so a bump or a new wiring replaces the Job: the check runs
-    again, and pulumi-kubernetes waits for it to complete (a failed turn fails the `up`)."""
+    check developer's key. Its pod template carries the version and the wiring's digest, so a
+    bump or a new wiring replaces the Job: the check runs again, and pulumi-kubernetes waits for
+    it to complete (a failed turn fails the `up`)."""
     template = deployment(sandbox, check, entry)["spec"]["template"]
     template["metadata"]["labels"] = {**template["metadata"]["labels"], DIALECT_CHECK: check.harness}
     spec = template["spec"]
