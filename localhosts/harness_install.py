@@ -1,6 +1,9 @@
 """The real coding harnesses at the versions a stack pins (`harnesses`), installed on this machine
-for the tests and checks that run them: the Node ones with npm into a prefix, OpenHands into a
-Python 3.12 virtualenv (its own requirement). Each is cached by content under
+for the tests and checks that run them: the Node ones with npm into a prefix, OpenHands with uv
+into a relocatable Python 3.12 virtualenv (its own requirement) with its bytecode compiled, so
+the seat image (localhosts/seat_image.py) can hold it at another path on a read-only root. uv
+and not pip: pip took 36 minutes for OpenHands here, uv under a minute (docs/BENCHMARKS.md). Each
+is cached by content under
 $SPEAR_CACHE/harnesses/<harness>-<key>: the key is the harness, its version and the runtime that
 runs it, so a bump or a new Node installs afresh and anything else reuses what is there.
 
@@ -23,6 +26,8 @@ from spear.harness import PACKAGES
 COMMANDS = {"qwen-code": "node_modules/.bin/qwen", "claude-code": "node_modules/.bin/claude",
             "codex": "node_modules/.bin/codex", "openhands": "venv/bin/openhands"}
 PYTHON_312 = ("python3.12", "/root/.pyenv/versions/3.12.1/bin/python")  # PATH's first
+# How the OpenHands virtualenv is made (above): a change makes a new one.
+VENV_RECIPE = "uv relocatable, bytecode compiled"
 
 
 class InstallError(RuntimeError):
@@ -38,15 +43,27 @@ def runtime(harness: str) -> list[str]:
         return [found]
     for candidate in PYTHON_312:
         found = shutil.which(candidate)
-        if found:
+        # A pyenv shim is on PATH for every version pyenv has, and fails unless it is selected.
+        if found and subprocess.run([found, "-c", "import sys; assert sys.version_info[:2] =="
+                                     " (3, 12)"], capture_output=True).returncode == 0:
             return [found]
-    raise InstallError(f"{harness} needs Python 3.12: none of {', '.join(PYTHON_312)} is there")
+    raise InstallError(f"{harness} needs Python 3.12: none of {', '.join(PYTHON_312)} runs here")
+
+
+def uv() -> str:
+    """The uv of this project's virtualenv (requirements.txt), else PATH's."""
+    beside = Path(sys.executable).with_name("uv")
+    found = str(beside) if beside.exists() else shutil.which("uv")
+    if not found:
+        raise InstallError("openhands is installed with uv: pip install uv (requirements.txt)")
+    return found
 
 
 def install_key(harness: str, version: str, interpreter: list[str]) -> str:
     made_by = subprocess.run([*interpreter, "--version"], capture_output=True, text=True,
                              check=True).stdout.strip()
-    text = json.dumps([harness, version, PACKAGES[harness], made_by])
+    recipe = [] if PACKAGES[harness][0] == "npm" else [VENV_RECIPE]
+    text = json.dumps([harness, version, PACKAGES[harness], made_by, *recipe])
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -62,10 +79,12 @@ def install(harness: str, version: str) -> Path:
         if registry == "npm":
             subprocess.run(["npm", "install", "--prefix", str(folder), "--no-audit", "--no-fund",
                             f"{package}@{version}"], check=True)
-        else:  # a virtualenv cannot move once made: made where it stays
-            subprocess.run([*interpreter, "-m", "venv", str(folder / "venv")], check=True)
-            subprocess.run([str(folder / "venv/bin/pip"), "install", "-q", f"{package}=={version}"],
-                           check=True)
+        else:
+            venv = folder / "venv"
+            subprocess.run([uv(), "venv", "-q", "--relocatable", "--python", interpreter[0],
+                            str(venv)], check=True)
+            subprocess.run([uv(), "pip", "install", "-q", "--compile-bytecode", "--python",
+                            str(venv / "bin/python"), f"{package}=={version}"], check=True)
         done.touch()
 
     # Beside the folder, so a half-made folder can go while the lock (in their parent) is held.

@@ -76,8 +76,10 @@ def wiring(gateway_url: str, key: str, model: str, versions: dict[str, str],
         QWEN_CODE: {"env": {"OPENAI_BASE_URL": v1, "OPENAI_API_KEY": key, "OPENAI_MODEL": model},
                     "run": "qwen"},
         # OpenHands ignores these unless told to prefer them over its saved settings.
+        # Its LiteLLM fetches a price list from GitHub at every start unless told to use its own
+        # (three tries, 7 s, and a name resolved besides the gateway's).
         OPENHANDS: {"env": {"LLM_MODEL": f"openai/{model}", "LLM_BASE_URL": v1,
-                            "LLM_API_KEY": key},
+                            "LLM_API_KEY": key, "LITELLM_LOCAL_MODEL_COST_MAP": "True"},
                     "run": "openhands --override-with-envs"},
         # ANTHROPIC_AUTH_TOKEN is sent as a bearer token, which the gateway's keys are. The
         # model has no thinking mode (seed 001): Claude Code asks for none. Its metrics (the
@@ -129,5 +131,10 @@ ONE_TURN = {
     QWEN_CODE: ["qwen", "--approval-mode", "plan", TURN_PROMPT],
     CLAUDE_CODE: ["claude", "-p", "--output-format", "json", TURN_PROMPT],
     CODEX: ["codex", "exec", "--skip-git-repo-check", TURN_PROMPT],
-    OPENHANDS: ["openhands", "--headless", "--override-with-envs", "-t", TURN_PROMPT],
+    OPENHANDS: ["openhands", "--headless", "--json", "--override-with-envs", "-t", TURN_PROMPT],
 }
+# The lines of a turn's output that hold the model's answer (an extended regular expression),
+# where the rest would hide its absence: OpenHands 1.16 prints a banner and a summary, and exits
+# 0, even when every request was refused. With --json each event is a line of its own: the
+# model answers in a MessageEvent from the agent, or ends the turn with its `finish` tool.
+ANSWER_LINES = {OPENHANDS: '"source": "agent", .*"kind": "(MessageEvent|FinishAction)"'}

@@ -42,12 +42,14 @@ TERMINATION_GRACE_SECONDS = 5
 # A dialect check: the harness in the seat image must say the version the stack pins (the image
 # is pinned by digest, the version by `harnesses`: nothing else ties them), then one turn on the
 # file spear/harness.py's TURN_PROMPT asks about. It fails on a version mismatch, the harness's
-# exit status or an empty answer (OpenHands exits 0 with none when the gateway refuses it).
+# exit status or an empty answer: its output, or the lines of it that hold an answer
+# (harness.ANSWER_LINES: OpenHands exits 0 with none when the gateway refuses it).
 CHECK_SCRIPT = (
     "version=$({program} --version) && case \"$version\" in *{version}*) ;; *) echo \"the seat"
     " image's {program} says $version; the stack pins {version}\" >&2; exit 1;; esac &&"
-    " mkdir -p src && echo 'print(42)' > src/app.py && answer=$({turn}) &&"
-    " printf '%s\\n' \"$answer\" && test -n \"$answer\"")
+    " mkdir -p src && echo 'print(42)' > src/app.py && output=$({turn}) &&"
+    " printf '%s\\n' \"$output\" && answer=$(printf '%s\\n' \"$output\"{select}) &&"
+    " test -n \"$answer\"")
 CHECK_DEADLINE_SECONDS = 600
 
 
@@ -225,8 +227,13 @@ def dialect_check_job(sandbox: AgentSandbox, check: Seat, entry: dict[str, Any])
     spec["restartPolicy"] = "Never"
     [container] = spec["containers"]
     turn = harness.ONE_TURN[check.harness]
+    answer_lines = harness.ANSWER_LINES.get(check.harness)
+    select = f" | grep -E -e {shlex.quote(answer_lines)}" if answer_lines else ""
+    # A failed check's last lines become its termination message, which the `up`'s error shows.
+    container["terminationMessagePolicy"] = "FallbackToLogsOnError"
     container["command"] = ["sh", "-c", CHECK_SCRIPT.format(
-        program=shlex.quote(turn[0]), version=shlex.quote(entry["version"]), turn=shlex.join(turn))]
+        program=shlex.quote(turn[0]), version=shlex.quote(entry["version"]), turn=shlex.join(turn),
+        select=select)]
     return {"metadata": {"name": name(check), "namespace": sandbox.namespace,
                          "labels": template["metadata"]["labels"],
                          "annotations": {HARNESS_VERSION: entry["version"]}},

@@ -237,6 +237,7 @@ def test_each_seat_waits_for_its_harnesss_dialect_check_which_runs_one_real_turn
     assert script.startswith('version=$(codex --version) && case "$version" in'
                              f' *{harness.DEFAULT_VERSIONS["codex"]}*)')
     assert (spec["restartPolicy"], job["spec"]["backoffLimit"]) == ("Never", 0)
+    assert main["terminationMessagePolicy"] == "FallbackToLogsOnError"  # the `up` says why
     # The same sandbox as a seat's, which the policy pack checks on every workload there.
     assert seats.seat_problems(spec) == [] and "VIRTUAL" not in json.dumps(seated.registered["seat-dialect-codex"])
     assert job["metadata"]["labels"][seats.DIALECT_CHECK] == "codex"
@@ -279,29 +280,64 @@ printf '%s' "$ANSWER"; exit "$STATUS"
 PINNED = harness.DEFAULT_VERSIONS["codex"]
 
 
+def run_check(tmp_path, name: str, fake: str, env: dict[str, str]):
+    """The harness's dialect check's script run in tmp_path with `fake` as the harness: (the
+    Job's command, how it ended)."""
+    sandbox, _, _ = rendered()
+    check = manifests.dialect_check(sandbox, name)
+    entry = manifests.wiring(check, URL, harness.DEFAULT_VERSIONS, None)
+    script = pod(manifests.dialect_check_job(sandbox, check, entry))["containers"][0]["command"]
+    program = tmp_path / "bin" / harness.ONE_TURN[name][0]
+    program.parent.mkdir()
+    program.write_text(fake)
+    program.chmod(0o755)
+    return script, subprocess.run(script, cwd=tmp_path, capture_output=True, text=True, timeout=30,
+                                  env={"PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin", **env})
+
+
 @pytest.mark.parametrize("version,answer,status,passes,said", [
     (PINNED, "It prints 42.", 0, True, ""),
     ("0.1.0", "It prints 42.", 0, False,
      f"the seat image's codex says codex-cli 0.1.0; the stack pins {PINNED}"),
-    (PINNED, "", 0, False, ""),  # OpenHands' quiet exit when the gateway refuses it
+    (PINNED, "", 0, False, ""),
     (PINNED, "stream error", 1, False, ""),
 ], ids=["pinned-and-answered", "another-version-in-the-image", "empty-answer", "harness-failed"])
 def test_the_dialect_check_passes_only_the_pinned_harness_answering_its_turn(
         tmp_path, version, answer, status, passes, said):
-    sandbox, _, _ = rendered()
-    check = manifests.dialect_check(sandbox, "codex")
-    entry = manifests.wiring(check, URL, harness.DEFAULT_VERSIONS, None)
-    script = pod(manifests.dialect_check_job(sandbox, check, entry))["containers"][0]["command"]
-    (tmp_path / "bin").mkdir()
-    (tmp_path / "bin" / "codex").write_text(FAKE_CODEX)
-    (tmp_path / "bin" / "codex").chmod(0o755)
-    done = subprocess.run(script, cwd=tmp_path, capture_output=True, text=True, timeout=30, env={
-        "PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin", "VERSION": version, "ANSWER": answer,
-        "STATUS": str(status)})
+    _, done = run_check(tmp_path, "codex", FAKE_CODEX, {"VERSION": version, "ANSWER": answer,
+                                                        "STATUS": str(status)})
     assert (done.returncode == 0) is passes, (done.returncode, done.stdout, done.stderr)
     assert said in done.stderr
     # The turn's file is written only once the version is the pinned one.
     assert (tmp_path / "src" / "app.py").exists() is (version == PINNED)
+
+
+# A stand-in for OpenHands 1.16 with --json: a banner, the task as a user MessageEvent, then, as
+# $ENDING says, the agent's answer as a MessageEvent, its `finish` call, or nothing (every request
+# refused); exit 0 in each case, as the real one.
+FAKE_OPENHANDS = """#!/bin/sh
+if [ "$1" = --version ]; then echo "OpenHands CLI $VERSION"; exit 0; fi
+echo 'OpenHands SDK banner'
+echo '{"id": "1", "source": "user", "llm_message": {"role": "user"}, "kind": "MessageEvent"}'
+echo 'Agent is working'
+case "$ENDING" in
+  answer) echo '{"id": "2", "source": "agent", "llm_message": {"role": "assistant", "content":' \
+            '[{"type": "text", "text": "It prints 42."}]}, "kind": "MessageEvent"}';;
+  finish) echo '{"id": "2", "source": "agent", "thought": [], "action": {"message": "",' \
+            '"kind": "FinishAction"}, "tool_name": "finish", "kind": "ActionEvent"}';;
+esac
+echo 'Agent finished'; echo 'CONVERSATION SUMMARY'
+"""
+
+
+@pytest.mark.parametrize("ending,passes", [("answer", True), ("finish", True), ("none", False)],
+                         ids=["answered", "finished-by-its-tool", "every-request-refused"])
+def test_an_openhands_check_needs_the_agents_answer_not_just_its_exit_status(
+        tmp_path, ending, passes):
+    script, done = run_check(tmp_path, "openhands", FAKE_OPENHANDS, {
+        "ENDING": ending, "VERSION": harness.DEFAULT_VERSIONS["openhands"]})
+    assert (done.returncode == 0) is passes, (done.returncode, done.stdout, done.stderr)
+    assert "--json" in script[2]
 
 
 def test_a_harness_bump_a_key_rotation_and_a_wiring_change_each_change_the_pod_template(seated):

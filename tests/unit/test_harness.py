@@ -33,10 +33,10 @@ def test_qwen_code_is_told_the_served_window_and_output_limit_in_its_settings_fi
     assert KEY not in file["content"]
 
 
-def test_openhands_gets_the_litellm_prefixed_model_and_runs_with_override_with_envs():
+def test_openhands_gets_the_litellm_prefixed_model_its_own_price_list_and_runs_with_override_with_envs():
     entry = WIRING[harness.OPENHANDS]
     assert entry["env"] == {"LLM_MODEL": "openai/coder", "LLM_BASE_URL": f"{URL}/v1",
-                            "LLM_API_KEY": KEY}
+                            "LLM_API_KEY": KEY, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
     assert entry["run"] == "openhands --override-with-envs"
 
 

@@ -45,13 +45,32 @@ def test_a_second_call_reuses_the_install_and_a_bump_installs_afresh(installs):
     assert len(npm_installs(installs)) == 2
 
 
-def test_openhands_goes_into_a_python_312_virtualenv(installs):
+def test_openhands_goes_into_a_relocatable_python_312_virtualenv_with_its_bytecode(installs):
     command = harness_install.install("openhands", "1.16.0")
-    assert ["/usr/bin/python3.12", "-m", "venv", str(command.parents[1])] in installs
-    assert installs[-1][-1] == "openhands==1.16.0"
+    venv = command.parents[1]
+    uv = harness_install.uv()
+    assert [uv, "venv", "-q", "--relocatable", "--python", "/usr/bin/python3.12",
+            str(venv)] in installs
+    assert installs[-1] == [uv, "pip", "install", "-q", "--compile-bytecode", "--python",
+                            str(venv / "bin/python"), "openhands==1.16.0"]
 
 
 def test_a_missing_runtime_is_said_in_one_line(installs, monkeypatch):
     monkeypatch.setattr(harness_install.shutil, "which", lambda name: None)
     with pytest.raises(harness_install.InstallError, match="claude-code needs node on PATH"):
         harness_install.install("claude-code", "2.1.328")
+
+
+def test_a_python_312_that_does_not_run_is_passed_over_as_a_pyenv_shim_is(installs, monkeypatch):
+    """pyenv's shim for python3.12 is on PATH and fails unless pyenv has 3.12 selected."""
+    real = harness_install.subprocess.run
+
+    def run(command, **kwargs):
+        if command[0] == "/usr/bin/python3.12" and "-c" in command:
+            return subprocess.CompletedProcess(command, 127, stdout="", stderr="")
+        return real(command, **kwargs)
+
+    monkeypatch.setattr(harness_install.subprocess, "run", run)
+    monkeypatch.setattr(harness_install.shutil, "which",
+                        lambda name: name if name.startswith("/") else f"/usr/bin/{name}")
+    assert harness_install.runtime("openhands") == [harness_install.PYTHON_312[1]]
