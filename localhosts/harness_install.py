@@ -80,10 +80,10 @@ def install(harness: str, version: str) -> Path:
             subprocess.run(["npm", "install", "--prefix", str(folder), "--no-audit", "--no-fund",
                             f"{package}@{version}"], check=True)
         else:
-            venv = folder / "venv"
-            subprocess.run([uv(), "venv", "-q", "--relocatable", "--python", interpreter[0],
+            venv, tool = folder / "venv", uv()
+            subprocess.run([tool, "venv", "-q", "--relocatable", "--python", interpreter[0],
                             str(venv)], check=True)
-            subprocess.run([uv(), "pip", "install", "-q", "--compile-bytecode", "--python",
+            subprocess.run([tool, "pip", "install", "-q", "--compile-bytecode", "--python",
                             str(venv / "bin/python"), f"{package}=={version}"], check=True)
         done.touch()
 

@@ -3,9 +3,9 @@
 (`harnesses`), installed by localhosts/harness_install.py, with what they run on and run: node
 (this machine's, which the installs were made with) for Qwen-Code, Claude Code and Codex;
 OpenHands' virtualenv and the Python 3.12 it was made with (moved to PYTHON_ROOT: the image's
-/root, where pyenv keeps it here, is closed to the image's user); a shell, coreutils, grep, sed, find and git for the
-commands an agent executes; and the shared libraries `ldd` lists for each, in one layer
-(localhosts/image_files.py). The seat's Deployment (components/agent_seats) runs it as the
+/root, where pyenv keeps it here, is closed to the image's user); a shell, coreutils, grep, sed,
+find and git for the commands an agent executes; and the shared libraries `ldd` lists for each,
+in one layer (localhosts/image_files.py). The seat's Deployment (components/agent_seats) runs it as the
 image's unprivileged user with a read-only root; its one writable mount is the workspace.
 
 Each harness's version is an image label (`org.spear-fleet.harness.<harness>`), and the tag is
