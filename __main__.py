@@ -5,6 +5,7 @@ import dataclasses
 import pulumi
 
 from components.agent_seats import AgentSeats, AgentSeatsArgs
+from components.agent_seats.manifests import GatewayTrust
 from components.endpoints import Endpoint
 from components.endpoints.reds import RedsEndpoint, RedsEndpointArgs
 from components.endpoints.runpod_endpoint import RunPodEndpoint, RunPodEndpointArgs
@@ -16,7 +17,7 @@ from components.inference_host import InferenceHost, InferenceHostArgs
 from components.vllm_fleet import VllmFleet, VllmFleetArgs
 from config.load import load
 from config.types import (FRONTIER_API_KEY, GATEWAY_DATABASE_URL, GATEWAY_MASTER_KEY,
-                          RUNPOD_API_KEY, VLLM_API_KEY)
+                          GATEWAY_TLS_CERTIFICATE, GATEWAY_TLS_KEY, RUNPOD_API_KEY, VLLM_API_KEY)
 from spear.rules import FLEET_UPSTREAM
 
 stack = load()
@@ -71,7 +72,9 @@ if gateway_cfg is not None and gateway_cfg.kubernetes is not None:
         master_key=stack.api_keys[GATEWAY_MASTER_KEY],
         frontier_api_key=stack.api_keys[FRONTIER_API_KEY],
         database_url=stack.api_keys[GATEWAY_DATABASE_URL],
-        developers=cfg.developers, harnesses=harnesses, fleet=fleet_routes))
+        developers=cfg.developers, harnesses=harnesses, fleet=fleet_routes,
+        tls_certificate=stack.api_keys.get(GATEWAY_TLS_CERTIFICATE),
+        tls_key=stack.api_keys.get(GATEWAY_TLS_KEY)))
 elif gateway_cfg is not None:
     gateway = Gateway(gateway_cfg.name, GatewayArgs(
         config=gateway_cfg,
@@ -91,6 +94,7 @@ seats = None
 if fleet is not None and gateway is not None and sandbox is not None and sandbox.seats:
     seats = AgentSeats("seat", AgentSeatsArgs(
         sandbox=sandbox, developers=cfg.developers, gateway_url=gateway.pod_url,
+        trust=GatewayTrust.of(gateway_cfg.kubernetes),
         keys={dev: key.key for dev, key in gateway.access.keys.items()}, harnesses=harnesses,
         provider=fleet.provider, after=fleet.sandbox))
 

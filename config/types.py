@@ -268,7 +268,11 @@ class RedsEndpoint:
 GATEWAY_MASTER_KEY = "gatewayMasterKey"  # the proxy's admin credential, never a developer's
 FRONTIER_API_KEY = "frontierApiKey"  # the hatch provider's key; never leaves the gateway host
 GATEWAY_DATABASE_URL = "gatewayDatabaseUrl"  # an external PostgreSQL (with its password)
-GATEWAY_SECRET_NAMES = (GATEWAY_MASTER_KEY, FRONTIER_API_KEY, GATEWAY_DATABASE_URL)
+# gateway.kubernetes.tls's certificate bundle (PEM: its own, its chain, the root) and key.
+GATEWAY_TLS_CERTIFICATE = "gatewayTlsCertificate"
+GATEWAY_TLS_KEY = "gatewayTlsKey"
+GATEWAY_SECRET_NAMES = (GATEWAY_MASTER_KEY, FRONTIER_API_KEY, GATEWAY_DATABASE_URL,
+                        GATEWAY_TLS_CERTIFICATE, GATEWAY_TLS_KEY)
 
 LOCAL_DATABASE = "local"  # PostgreSQL from Debian on the gateway host
 EXTERNAL_DATABASE = "external"  # gatewayDatabaseUrl
@@ -331,6 +335,15 @@ class GatewayCluster:
     image: str  # pinned; holds LiteLLM at litellm.version, python3, bash and psql
     venv: str  # the image's LiteLLM virtualenv (bin/litellm, litellm_proxy_extras' migrations)
     service_ip: str | None  # the gateway Service's fixed cluster IP; None: one is assigned
+    tls: GatewayTls | None = None  # None: plain HTTP (no agent seat may then reach it)
+
+
+@dataclass(frozen=True)
+class GatewayTls:
+    """gateway.kubernetes.tls: the gateway serves HTTPS under `name` with the stack's certificate
+    (gatewayTlsCertificate, gatewayTlsKey: secrets), and its clients trust `root_pem`."""
+    name: str  # the DNS name in the certificate, which seats resolve to the Service's address
+    root_pem: str  # the bundle's self-signed root (public)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -99,9 +99,12 @@ class Project:
         self.env = {**env, "PULUMI_BACKEND_URL": f"file://{self.state}",
                     "PULUMI_CONFIG_PASSPHRASE": "test-passphrase", "PULUMI_DEBUG_COMMANDS": "true"}
 
-    def pulumi(self, *args: str, check: bool = True, timeout: float = 3600) -> subprocess.CompletedProcess:
+    def pulumi(self, *args: str, check: bool = True, timeout: float = 3600,
+               stdin: str | None = None) -> subprocess.CompletedProcess:
+        """`stdin`: what the command reads, e.g. `config set`'s value (never on the command line,
+        where a failure would print it)."""
         result = subprocess.run(["pulumi", *args, "--non-interactive"], cwd=self.dir, env=self.env,
-                                capture_output=True, text=True, timeout=timeout)
+                                capture_output=True, text=True, timeout=timeout, input=stdin)
         if check and result.returncode != 0:
             raise AssertionError(f"pulumi {' '.join(args)} failed ({result.returncode}):\n"
                                  f"{result.stdout[-6000:]}\n{result.stderr[-3000:]}")

@@ -46,6 +46,13 @@ CONTAINERD_VERSION = "v2.4.2"
 CONTAINERD_BINARIES = ("containerd", "containerd-shim-runc-v2", "ctr")
 CNI_MODULE = "github.com/containernetworking/plugins"
 CNI_PLUGINS = ("ipam/host-local", "main/bridge", "main/loopback", "meta/portmap")
+# The NetworkPolicy enforcer (localhosts/network_policies.py runs it); its main package is `cmd`,
+# which `go build -o <folder>/` names the binary after. It is built with one patch: this kernel
+# has no nftables queue expression (CONFIG_NFT_QUEUE is not set), so the patch sends packets to the
+# same nfqueue through the xtables NFQUEUE target, which it has.
+NETPOL_MODULE = "sigs.k8s.io/kube-network-policies"
+NETPOL_BINARY = "kube-network-policies"
+NETPOL_PATCH = KUBE_MODULES / "node" / "kube-network-policies-xt-nfqueue.patch"
 RUNC_VERSION = "1.5.3"
 # The sandbox ("pause") container's program, from the Kubernetes module's own source: nothing can
 # be pulled here, and the kubelet needs the image.
@@ -109,6 +116,14 @@ def _module_dir(module: str, version: str | None = None, cwd: Path | None = None
     spec = f"{module}@{version}" if version else module
     info = json.loads(_go(["mod", "download", "-json", spec], cwd or Path(tempfile.gettempdir())))
     return Path(info["Dir"])
+
+
+def _writable_copy(module: Path, to: Path) -> Path:
+    """A copy of a module's read-only source folder that a build may change."""
+    shutil.copytree(module, to)
+    for path in (to, *to.rglob("*")):
+        path.chmod(path.stat().st_mode | 0o200)
+    return to
 
 
 def _version_ldflags(prefixes: tuple[str, ...], version: str) -> str:
@@ -198,22 +213,32 @@ def etcd() -> Artifact:
 
 
 def node() -> Artifact:
-    """containerd, its runc shim and ctr, the CNI plugins (static, one go build) and runc (cgo, with
-    libseccomp: Debian's libseccomp-dev, which scripts/setup.sh installs)."""
+    """containerd, its runc shim and ctr, the CNI plugins, kube-network-policies (static, one go
+    build) and runc (cgo, with libseccomp: Debian's libseccomp-dev, which scripts/setup.sh
+    installs)."""
     folder = KUBE_MODULES / "node"
     static = f"-s -w -X {CONTAINERD_MODULE}/version.Version={CONTAINERD_VERSION}"
     runc = f"-s -w -X main.version={RUNC_VERSION}"
     cni = tuple(name.rsplit("/", 1)[1] for name in CNI_PLUGINS)
 
     def build(out: Path) -> None:
+        # The module, with the enforcer replaced by its patched copy beside it.
+        work = out / "src"
+        shutil.copytree(folder, work / "node")
+        enforcer = _writable_copy(_module_dir(NETPOL_MODULE, cwd=folder), work / "enforcer")
+        _run(["git", "apply", str(NETPOL_PATCH)], enforcer)
+        _go(["mod", "edit", f"-replace={NETPOL_MODULE}={enforcer}"], work / "node")
         _go(["build", "-ldflags", static, "-o", f"{out}/",
              *(f"{CONTAINERD_MODULE}/cmd/{name}" for name in CONTAINERD_BINARIES),
-             *(f"{CNI_MODULE}/plugins/{name}" for name in CNI_PLUGINS)], folder)
+             *(f"{CNI_MODULE}/plugins/{name}" for name in CNI_PLUGINS), f"{NETPOL_MODULE}/cmd"],
+            work / "node")
+        (out / "cmd").rename(out / NETPOL_BINARY)
         _go(["build", "-tags", "seccomp urfave_cli_no_docs", "-ldflags", runc, "-o", str(out / "runc"),
-             "github.com/opencontainers/runc"], folder, cgo=True)
+             "github.com/opencontainers/runc"], work / "node", cgo=True)
+        shutil.rmtree(work)
 
-    return Artifact("node", _key(static, runc, *_module_files(folder)),
-                    (*CONTAINERD_BINARIES, *cni, "runc"), build)
+    return Artifact("node", _key(static, runc, *_module_files(folder), NETPOL_PATCH.read_bytes()),
+                    (*CONTAINERD_BINARIES, *cni, NETPOL_BINARY, "runc"), build)
 
 
 def provider() -> Artifact:
@@ -223,11 +248,8 @@ def provider() -> Artifact:
         # The provider's go.mod replaces its SDK with ../sdk: a writable copy of the module with the
         # SDK module beside it.
         work = out / "src"
-        shutil.copytree(_module_dir(PROVIDER_MODULE, PROVIDER_MODULE_VERSION), work / "provider")
-        shutil.copytree(_module_dir(PROVIDER_SDK_MODULE, f"v{PROVIDER_VERSION}"), work / "sdk")
-        for copy in (work / "provider", work / "sdk"):
-            for path in (copy, *copy.rglob("*")):
-                path.chmod(path.stat().st_mode | 0o200)
+        _writable_copy(_module_dir(PROVIDER_MODULE, PROVIDER_MODULE_VERSION), work / "provider")
+        _writable_copy(_module_dir(PROVIDER_SDK_MODULE, f"v{PROVIDER_VERSION}"), work / "sdk")
         cmd = work / "provider" / "cmd" / PROVIDER_BINARY
         # What upstream's `go generate` does: the two files the binary embeds, gitignored upstream.
         schema = json.loads((cmd / "schema.json").read_text())

@@ -1,7 +1,8 @@
 """The local Kubernetes cluster on this machine: real etcd, kube-apiserver, kube-controller-manager
 and kube-scheduler on 127.0.0.1, and one real node (localhosts/kubenode.py: containerd, runc, the
-CNI plugins, the kubelet and kube-proxy) whose pods run real processes from images built here
-(the pause image below; the fleet's serving image, localhosts/serving_image). The node advertises
+CNI plugins, the kubelet, kube-proxy; and the NetworkPolicy enforcer, localhosts/network_policies.py)
+whose pods run real processes from images built here (the pause image below; the fleet's serving
+image, localhosts/serving_image). The node advertises
 `nvidia.com/gpu` capacity (a status patch the kubelet keeps; no device plugin), so the fleet's GPU
 requests schedule. The binaries come from localhosts/kubebuild.py (scripts/setup-kubernetes.sh).
 
@@ -32,7 +33,7 @@ from pathlib import Path
 from components.cache import build_once, cache_dir
 from components.hostops.kube_api import KubeApi, cluster_access
 from components.hostops.waiting import wait_until
-from localhosts import kubebuild, kubenode, kubepki, oci
+from localhosts import kubebuild, kubenode, kubepki, network_policies, oci
 from localhosts.processes import terminate
 from localhosts.report import HostError
 
@@ -63,6 +64,7 @@ class ClusterPorts:
     kubelet_healthz: int = kubenode.KUBELET_HEALTHZ
     proxy_metrics: int = kubenode.PROXY_METRICS
     proxy_healthz: int = kubenode.PROXY_HEALTHZ
+    network_policies_metrics: int = network_policies.METRICS_PORT
 
     def taken(self) -> list[str]:
         """'<port> (<what>)' for each port something on this machine listens on already."""
@@ -337,7 +339,7 @@ def start_cluster(name: str = LOCAL_CLUSTER, gpus: int = DEFAULT_GPUS, images: S
     logs = state / "logs"
     logs.mkdir(exist_ok=True)
     commands = _command_lines(state)
-    archives = [pause_image(), *images]
+    archives = [pause_image(), network_policies.ensure_image().archive, *images]
 
     procs: dict[str, subprocess.Popen] = {}
     pgid = 0  # the first process leads the group every other one joins
@@ -378,6 +380,8 @@ def start_cluster(name: str = LOCAL_CLUSTER, gpus: int = DEFAULT_GPUS, images: S
         _wait("the default service account",
               lambda: client.get("/api/v1/namespaces/default/serviceaccounts/default") is not None,
               procs, logs, deadline)
+        network_policies.install(client, PORTS.apiserver)
+        _wait("the NetworkPolicy enforcer", network_policies.enforcing, procs, logs, deadline)
     except BaseException:
         stop_cluster(name)
         raise

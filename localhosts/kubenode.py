@@ -48,9 +48,14 @@ SYSCTLS = ("kernel.panic", "kernel.panic_on_oops", "vm.overcommit_memory", "net.
 IPTABLES = ("iptables", "ip6tables")
 TABLES = ("filter", "nat", "mangle", "raw")
 OURS = re.compile(r"^(KUBE|CNI)-")
-# kube-proxy's tables, and iptables-nft's (the kubelet's and CNI's chains live there): a table the
-# machine did not have before the node is removed whole.
-NFT_TABLES = tuple((family, table) for family in ("ip", "ip6") for table in ("kube-proxy", *TABLES))
+# kube-proxy's tables, iptables-nft's (the kubelet's and CNI's chains live there) and the
+# NetworkPolicy enforcer's: a table the machine did not have before the node is removed whole.
+NETPOL_TABLE = ("inet", "kube-network-policies")  # localhosts/network_policies.py
+NFT_TABLES = (*((family, table) for family in ("ip", "ip6") for table in ("kube-proxy", *TABLES)),
+              NETPOL_TABLE)
+# containerd's NRI socket, which the enforcer reads pods' addresses from as they start; under
+# containerd's run folder rather than its default /var/run/nri, so the node's cleanup removes it.
+NRI_DIR = CONTAINERD_RUN / "nri"
 COMPONENTS = ("containerd", "kubelet", "kube-proxy")
 KUBELET_USER, KUBE_PROXY_USER = "kubelet", "kube-proxy"  # their kubeconfigs (localhosts/kubepki.py)
 
@@ -121,6 +126,9 @@ state = "{CONTAINERD_RUN / 'state'}"
 
 [grpc]
   address = "{SOCKET}"
+
+[plugins.'io.containerd.nri.v1.nri']
+  socket_path = "{NRI_DIR / 'nri.sock'}"
 
 [plugins.'io.containerd.cri.v1.images'.pinned_images]
   sandbox = "{PAUSE_IMAGE}"

@@ -56,11 +56,20 @@ def install_command(harness: str, version: str) -> str:
     return f"uv tool install --python 3.12 {package}=={version}"
 
 
+# How each harness is told to trust the gateway's root certificate (a PEM file), tried against a
+# gateway with a private root: without it, none sends a request. The two Node harnesses add it
+# to Node's own roots; Codex's Rust client takes a CA file of its own (it honours SSL_CERT_FILE
+# too); OpenHands' httpx has only SSL_CERT_FILE, which replaces the default roots.
+CA_FILE_ENV = {QWEN_CODE: "NODE_EXTRA_CA_CERTS", CLAUDE_CODE: "NODE_EXTRA_CA_CERTS",
+               CODEX: "CODEX_CA_CERTIFICATE", OPENHANDS: "SSL_CERT_FILE"}
+
+
 def wiring(gateway_url: str, key: str, model: str, versions: dict[str, str],
-           window: Window | None) -> dict[str, dict[str, Any]]:
+           window: Window | None, ca_file: str | None = None) -> dict[str, dict[str, Any]]:
     """harness -> {"env": {...}, "run": how to start it, "version", "install": the command that
     installs that version, "file": {path, content} or absent}. `window` None: the stack knows
-    no upstream's window, and each harness keeps its own default."""
+    no upstream's window, and each harness keeps its own default. `ca_file`: where the gateway's
+    root certificate is, for a gateway whose certificate the system's roots do not sign."""
     v1 = f"{gateway_url}/v1"
     codex_toml = (f'model = "{model}"\nmodel_provider = "owned"\n'
                   + (f"model_context_window = {window.context}\n" if window else "")
@@ -113,6 +122,8 @@ def wiring(gateway_url: str, key: str, model: str, versions: dict[str, str],
         entries[CLAUDE_CODE]["env"].update({"CLAUDE_CODE_MAX_CONTEXT_TOKENS": str(window.context),
                                             "CLAUDE_CODE_MAX_OUTPUT_TOKENS": str(window.max_output)})
     for harness, entry in entries.items():
+        if ca_file:
+            entry["env"][CA_FILE_ENV[harness]] = ca_file
         entry["version"] = versions[harness]
         entry["install"] = install_command(harness, versions[harness])
     return entries

@@ -36,7 +36,8 @@ from spear import tokens
 class AgentSeatsArgs:
     sandbox: AgentSandbox  # the agent namespace, the seat image and the seats
     developers: dict[str, Developer]  # every seat's developer among them (the config check)
-    gateway_url: str  # where a pod reaches the gateway (its pod_url)
+    gateway_url: str  # where a pod reaches the gateway (its pod_url): by its TLS name
+    trust: manifests.GatewayTrust  # that name's address, and the root a seat trusts
     keys: Mapping[str, pulumi.Input[str]]  # developer -> their virtual key (secret)
     harnesses: HarnessPins  # the stack's harness versions and the window coder serves
     provider: k8s.Provider  # the fleet's cluster
@@ -55,6 +56,9 @@ class AgentSeats(pulumi.ComponentResource):
         self.deployments: dict[str, k8s.apps.v1.Deployment] = {}
         self.outputs: dict[str, Any] = {}
         self.checks: dict[str, k8s.batch.v1.Job] = {}
+        self.ca = k8s.core.v1.ConfigMap(f"{name}-gateway-ca",
+                                        **manifests.ca_config_map(sandbox, args.trust),
+                                        opts=on_cluster)
         for harness_name in sorted({seat.harness for seat in sandbox.seats.values()}):
             check = manifests.dialect_check(sandbox, harness_name)
             entry = manifests.wiring(check, args.gateway_url, args.harnesses.versions,
@@ -62,9 +66,10 @@ class AgentSeats(pulumi.ComponentResource):
             inputs = self._key_and_wiring(f"{name}-{check.name}", check, entry, args, on_cluster)
             # Same name on a bump: the old Job goes before the new one is made.
             self.checks[harness_name] = k8s.batch.v1.Job(
-                f"{name}-{check.name}", **manifests.dialect_check_job(sandbox, check, entry),
+                f"{name}-{check.name}", **manifests.dialect_check_job(sandbox, check, entry,
+                                                                      args.trust),
                 opts=pulumi.ResourceOptions.merge(on_cluster, pulumi.ResourceOptions(
-                    depends_on=inputs, delete_before_replace=True)))
+                    depends_on=[*inputs, self.ca], delete_before_replace=True)))
         for seat in sandbox.seats.values():
             entry = manifests.wiring(seat, args.gateway_url, args.harnesses.versions,
                                      args.harnesses.window)
@@ -73,10 +78,10 @@ class AgentSeats(pulumi.ComponentResource):
             prefix = f"{name}-{seat.name}"
             pod_inputs = self._key_and_wiring(prefix, seat, entry, args, on_cluster)
             self.deployments[seat.name] = k8s.apps.v1.Deployment(
-                prefix, **manifests.deployment(sandbox, seat, entry,
+                prefix, **manifests.deployment(sandbox, seat, entry, args.trust,
                                                args.developers[seat.developer].rotation),
                 opts=pulumi.ResourceOptions.merge(on_cluster, pulumi.ResourceOptions(
-                    depends_on=[*pod_inputs, self.checks[seat.harness]])))
+                    depends_on=[*pod_inputs, self.ca, self.checks[seat.harness]])))
             self.outputs[seat.name] = {
                 "developer": seat.developer, "harness": seat.harness, "version": entry["version"],
                 "namespace": sandbox.namespace,

@@ -20,9 +20,10 @@ from __future__ import annotations
 import hashlib
 import posixpath
 import shlex
+from dataclasses import dataclass
 from typing import Any
 
-from config.types import AgentSandbox, Seat
+from config.types import AgentSandbox, GatewayCluster, Seat
 from spear import harness
 from spear.rules import CODER_MODEL
 from spear.seats import (DEVELOPER, DIALECT_CHECK, DIALECT_CHECK_PREFIX, HARNESS, HARNESS_VERSION,
@@ -51,6 +52,30 @@ CHECK_SCRIPT = (
     " printf '%s\\n' \"$output\" && answer=$(printf '%s\\n' \"$output\"{select}) &&"
     " test -n \"$answer\"")
 CHECK_DEADLINE_SECONDS = 600
+# The gateway's root certificate, in one ConfigMap of the agent namespace, read-only in every
+# seat: the harnesses are told to trust it (spear/harness.py CA_FILE_ENV).
+CA_CONFIG_MAP = "gateway-ca"
+CA_KEY = "gateway-ca.pem"
+CA_FILE = f"/etc/spear-fleet/{CA_KEY}"
+CA_VOLUME = "gateway-ca"
+CA_SHA256 = "spear-fleet/gateway-ca-sha256"
+
+
+@dataclass(frozen=True)
+class GatewayTrust:
+    """How a seat reaches the gateway by its TLS name (gateway.kubernetes.tls): the name, the
+    address it resolves to in the seat (the Service's fixed cluster IP: the sandbox has no DNS)
+    and the root certificate the harness trusts."""
+    name: str
+    address: str
+    root_pem: str
+
+    @classmethod
+    def of(cls, cluster: GatewayCluster) -> GatewayTrust:
+        """gateway.kubernetes's: the config check admits seats only with its tls and serviceIP."""
+        if cluster.tls is None or cluster.service_ip is None:
+            raise ValueError("seats need gateway.kubernetes.tls and serviceIP")
+        return cls(cluster.tls.name, cluster.service_ip, cluster.tls.root_pem)
 
 
 def name(seat: Seat) -> str:
@@ -72,8 +97,16 @@ def labels(seat: Seat) -> dict[str, str]:
 
 def wiring(seat: Seat, gateway_url: str, versions: dict[str, str],
            window: harness.Window | None) -> dict[str, Any]:
-    """The seat's harness wiring (spear/harness.py), the key a placeholder."""
-    return harness.wiring(gateway_url, KEY_PLACEHOLDER, CODER_MODEL, versions, window)[seat.harness]
+    """The seat's harness wiring (spear/harness.py), the key a placeholder, the gateway's root
+    where the seat has it."""
+    return harness.wiring(gateway_url, KEY_PLACEHOLDER, CODER_MODEL, versions, window,
+                          CA_FILE)[seat.harness]
+
+
+def ca_config_map(sandbox: AgentSandbox, trust: GatewayTrust) -> dict[str, Any]:
+    return {"metadata": {"name": CA_CONFIG_MAP, "namespace": sandbox.namespace,
+                         "labels": {"app.kubernetes.io/part-of": "spear-fleet"}},
+            "data": {CA_KEY: trust.root_pem}}
 
 
 def _home_path(path: str) -> str:
@@ -139,17 +172,21 @@ def container_security() -> dict[str, Any]:
             "readOnlyRootFilesystem": True, "capabilities": {"drop": ["ALL"]}}
 
 
-def deployment(sandbox: AgentSandbox, seat: Seat, entry: dict[str, Any],
+def deployment(sandbox: AgentSandbox, seat: Seat, entry: dict[str, Any], trust: GatewayTrust,
                key_rotation: int = 0) -> dict[str, Any]:
     """The seat's Deployment: one pod, the seed's minimum sandbox (spear/seats.py). The working
     copy (an emptyDir of the seat's workspaceSize at /workspace) is its only writable mount and
-    holds HOME; the wiring file is mounted read-only into HOME; the key comes from the Secret."""
+    holds HOME; the wiring file and the gateway's root certificate are mounted read-only; the
+    key comes from the Secret; the gateway's TLS name resolves to its Service's address."""
     if sandbox.seat_image is None:
         raise ValueError("seats need agentSandbox.seatImage")
     file = _file(entry)
-    mounts: list[dict[str, Any]] = [{"name": WORKSPACE_VOLUME, "mountPath": WORKSPACE}]
-    volumes: list[dict[str, Any]] = [{"name": WORKSPACE_VOLUME,
-                                      "emptyDir": {"sizeLimit": seat.workspace_size}}]
+    mounts: list[dict[str, Any]] = [
+        {"name": WORKSPACE_VOLUME, "mountPath": WORKSPACE},
+        {"name": CA_VOLUME, "mountPath": CA_FILE, "subPath": CA_KEY, "readOnly": True}]
+    volumes: list[dict[str, Any]] = [
+        {"name": WORKSPACE_VOLUME, "emptyDir": {"sizeLimit": seat.workspace_size}},
+        {"name": CA_VOLUME, "configMap": {"name": CA_CONFIG_MAP, "defaultMode": 0o444}}]
     # The folders the harness writes in HOME (its state beside its config) and TMPDIR, made by
     # the seat's user before the harness starts: the runtime would make a file mount's folder
     # as root, and the harness could not write beside its config.
@@ -160,7 +197,8 @@ def deployment(sandbox: AgentSandbox, seat: Seat, entry: dict[str, Any],
         volumes.append({"name": WIRING_VOLUME, "configMap": {"name": wiring_name(seat),
                                                              "defaultMode": 0o444}})
     annotations = {HARNESS_VERSION: entry["version"], KEY_ROTATION: str(key_rotation),
-                   WIRING_SHA256: hashlib.sha256((file["content"] if file else "").encode()).hexdigest()}
+                   WIRING_SHA256: hashlib.sha256((file["content"] if file else "").encode()).hexdigest(),
+                   CA_SHA256: hashlib.sha256(trust.root_pem.encode()).hexdigest()}
     pod_labels = labels(seat)
     return {
         "metadata": {"name": name(seat), "namespace": sandbox.namespace, "labels": pod_labels,
@@ -171,15 +209,16 @@ def deployment(sandbox: AgentSandbox, seat: Seat, entry: dict[str, Any],
             # One pod per seat, never two beside each other on one working copy's name.
             "strategy": {"type": "Recreate"},
             "template": {
-                # The version, the key's rotation and the wiring file's digest: a bump of any
-                # restarts the seat with it (a subPath mount never sees a ConfigMap's update,
-                # and an environment variable is read at start).
+                # The version, the key's rotation, the wiring file's and the root's digests: a
+                # change of any restarts the seat with it (a subPath mount never sees a
+                # ConfigMap's update, and an environment variable is read at start).
                 "metadata": {"labels": pod_labels, "annotations": annotations},
                 "spec": {
                     "automountServiceAccountToken": False,
                     "enableServiceLinks": False,
                     "hostNetwork": False, "hostPID": False, "hostIPC": False,
                     "terminationGracePeriodSeconds": TERMINATION_GRACE_SECONDS,
+                    "hostAliases": [{"ip": trust.address, "hostnames": [trust.name]}],
                     "securityContext": {"runAsUser": SEAT_USER, "runAsGroup": SEAT_USER,
                                         "runAsNonRoot": True, "fsGroup": SEAT_USER,
                                         "seccompProfile": {"type": "RuntimeDefault"}},
@@ -215,13 +254,14 @@ def dialect_check(sandbox: AgentSandbox, harness_name: str) -> Seat:
                 harness=harness_name, workspace_size="1Gi")
 
 
-def dialect_check_job(sandbox: AgentSandbox, check: Seat, entry: dict[str, Any]) -> dict[str, Any]:
+def dialect_check_job(sandbox: AgentSandbox, check: Seat, entry: dict[str, Any],
+                      trust: GatewayTrust) -> dict[str, Any]:
     """The Job that checks the seat image's harness is the pinned version, then runs one real
     turn of it as a seat would (the same pod, the same sandbox), through the gateway with the
     check developer's key. Its pod template carries the version and the wiring's digest, so a
     bump or a new wiring replaces the Job: the check runs again, and pulumi-kubernetes waits for
     it to complete (a failed turn fails the `up`)."""
-    template = deployment(sandbox, check, entry)["spec"]["template"]
+    template = deployment(sandbox, check, entry, trust)["spec"]["template"]
     template["metadata"]["labels"] = {**template["metadata"]["labels"], DIALECT_CHECK: check.harness}
     spec = template["spec"]
     spec["restartPolicy"] = "Never"

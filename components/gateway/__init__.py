@@ -149,8 +149,11 @@ def fleet_route(track: str) -> str:
 def metrics_target(config: GatewayConfig) -> GatewayTarget:
     """Where the fleet's Prometheus reads the gateway's /metrics/: its pods, or its host."""
     if config.kubernetes is not None:
+        tls = config.kubernetes.tls
         return GatewayTarget(namespace=config.kubernetes.namespace,
-                             pod_labels={cluster_manifests.APP_LABEL: cluster_manifests.NAME})
+                             pod_labels={cluster_manifests.APP_LABEL: cluster_manifests.NAME},
+                             tls_name=tls.name if tls else None,
+                             root_pem=tls.root_pem if tls else None)
     return GatewayTarget(address=f"{config.host}:{config.port}")
 
 

@@ -57,6 +57,9 @@ class ClusterGatewayArgs:
     developers: dict[str, Developer]  # one virtual key each
     harnesses: HarnessPins
     fleet: FleetRoutes
+    # gateway.kubernetes.tls's certificate bundle and key (secrets); None without it.
+    tls_certificate: pulumi.Input[str] | None = None
+    tls_key: pulumi.Input[str] | None = None
 
 
 class ClusterGateway(pulumi.ComponentResource):
@@ -83,6 +86,12 @@ class ClusterGateway(pulumi.ComponentResource):
                       "labels": manifests.LABELS},
             string_data={k: pulumi.Output.secret(v) for k, v in env.items()}, type="Opaque",
             opts=after(self.namespace))
+        served = [self.secret]
+        if place.tls:
+            served.append(k8s.core.v1.Secret(
+                f"{name}-tls", **manifests.tls_secret(cfg, pulumi.Output.secret(args.tls_certificate),
+                                                      pulumi.Output.secret(args.tls_key)),
+                opts=after(self.namespace)))
         # What every pod proves before it serves: each fleet route, with the key it demands.
         routes = pulumi.Output.all(*fleet.routes())
         config_text = routes.apply(lambda rs: render_config(cfg, list(rs),
@@ -119,10 +128,13 @@ class ClusterGateway(pulumi.ComponentResource):
                 lambda values: content_digest(repr(sorted(values.items())))),
             **{f"track-{t.name}": pulumi.Output.from_input(t.generation).apply(str)
                for t in fleet.tracks},
+            # LiteLLM reads its certificate once, at its start.
+            **({"tls": pulumi.Output.secret(pulumi.Output.all(args.tls_certificate, args.tls_key))
+                .apply(lambda pair: content_digest("\0".join(pair)))} if place.tls else {}),
         }
         self.deployment = k8s.apps.v1.Deployment(
             f"{name}-deployment", **manifests.deployment(cfg, rollout),
-            opts=after(self.migrations, self.config, self.secret,
+            opts=after(self.migrations, self.config, *served,
                        *[r for t in fleet.tracks for r in t.after]))
         self.service = k8s.core.v1.Service(
             f"{name}-service", **manifests.service(cfg),
@@ -131,11 +143,14 @@ class ClusterGateway(pulumi.ComponentResource):
 
         cluster = pulumi.Output.secret(pulumi.Output.from_input(args.cluster)).apply(
             lambda access: {**access, "namespace": place.namespace, "service": manifests.NAME,
-                            "key_header": KEY_HEADER})
+                            "key_header": KEY_HEADER, "scheme": "https" if place.tls else "http"})
         self.rollout = GatewayRollout(f"{name}-rollout", cluster, self.deployment, place.replicas,
                                       pulumi.ResourceOptions(parent=self,
                                                              depends_on=[self.deployment]))
-        url = f"http://{manifests.NAME}.{place.namespace}.svc.cluster.local:{cfg.port}"
+        # With TLS, the name the certificate holds, which developers' DNS and the seats'
+        # host aliases resolve; else the Service's name in the cluster's DNS.
+        url = (f"https://{place.tls.name}:{cfg.port}" if place.tls else
+               f"http://{manifests.NAME}.{place.namespace}.svc.cluster.local:{cfg.port}")
         self.access = DeveloperAccess.make(
             self, name, vantage={"connection": None, "cluster": cluster}, address=manifests.NAME,
             port=cfg.port, url=url, master_key=args.master_key,
@@ -143,9 +158,12 @@ class ClusterGateway(pulumi.ComponentResource):
             developers=args.developers, route_tracks=fleet.route_tracks(),
             harnesses=args.harnesses, started_at=self.rollout.generation, after=[self.rollout, self.service])
         self.harnesses = self.access.harnesses
-        # Where the cluster's own pods (the agent seats) reach it: the fixed cluster IP when the
-        # stack gives one, since a cluster without DNS resolves no Service name.
-        self.pod_url = f"http://{place.service_ip}:{cfg.port}" if place.service_ip else url
+        # Where the cluster's own pods (the agent seats) reach it: by its TLS name, which their
+        # host aliases resolve to the fixed cluster IP; without TLS (and so without seats), the
+        # fixed cluster IP when the stack gives one, since a cluster without DNS resolves no
+        # Service name.
+        self.pod_url = (url if place.tls or not place.service_ip
+                        else f"http://{place.service_ip}:{cfg.port}")
 
         self.outputs: dict[str, Any] = {
             "url": url,
@@ -159,6 +177,8 @@ class ClusterGateway(pulumi.ComponentResource):
             "migrations": self.migrations.metadata.name,
             "database": "external",
             "hatch": hatch_outputs(cfg.hatch),
+            # What a developer's harness trusts to reach `url` (docs/OPERATING.md, "Agent seats").
+            **({"tls": {"name": place.tls.name, "root": place.tls.root_pem}} if place.tls else {}),
             **self.access.outputs(),
         }
         self.register_outputs(self.outputs)

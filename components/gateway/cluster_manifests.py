@@ -3,7 +3,8 @@ manifests out; no Pulumi. components/gateway/cluster.py registers them.
 
 The pods: an init container that proves every fleet route from the pod
 (hosts/gateway/spear_gateway/prove.py), then LiteLLM with config.yaml and the hook package from
-a ConfigMap and every credential from a Secret. A rolling update never takes a ready pod away
+a ConfigMap and every credential from a Secret; with gateway.kubernetes.tls, HTTPS only, with the
+certificate and key from a Secret of their own. A rolling update never takes a ready pod away
 before its successor proved its routes and answers (maxUnavailable 0): a route that fails its
 proof is never served, and the pods before it go on serving what they proved.
 """
@@ -24,7 +25,9 @@ LABELS = {**GATEWAY_POD_LABELS, "app.kubernetes.io/part-of": "spear-fleet"}
 SECRET = NAME  # the master key, the frontier key, the database URL, the fleet's key
 CONFIG_MAP = f"{NAME}-config"  # config.yaml, the hook package, the routes to prove
 MIGRATE_CONFIG_MAP = f"{NAME}-migrate"  # hosts/gateway/migrate.sh
+TLS_SECRET = f"{NAME}-tls"  # gateway.kubernetes.tls: the certificate bundle and its key
 CONFIG_DIR = "/config"
+TLS_DIR = "/tls"
 MIGRATE_DIR = "/migrate"
 PROOFS_FILE = "proofs.json"
 FACTS_ANNOTATION = "spear-fleet/facts"  # render.config_facts, as policies/common.py reads it
@@ -85,7 +88,12 @@ def deployment(gateway: Gateway, rollout: dict[str, Any]) -> dict[str, Any]:
     # folder is under /tmp).
     mounts = [{"name": "config", "mountPath": CONFIG_DIR, "readOnly": True}]
     credentials = [{"secretRef": {"name": SECRET}}]
-    http = {"port": gateway.port}
+    # The kubelet's HTTPS probes do not check the certificate; they ask what plain HTTP would.
+    http = {"port": gateway.port, **({"scheme": "HTTPS"} if cluster.tls else {})}
+    served = ([*mounts, {"name": "tls", "mountPath": TLS_DIR, "readOnly": True}] if cluster.tls
+              else mounts)
+    https = ["--ssl_certfile_path", f"{TLS_DIR}/tls.crt", "--ssl_keyfile_path",
+             f"{TLS_DIR}/tls.key"] if cluster.tls else []
     return {
         "metadata": {"name": NAME, "namespace": cluster.namespace, "labels": LABELS,
                      # cluster.py's GatewayRollout waits, and says why a pod does not serve.
@@ -113,8 +121,8 @@ def deployment(gateway: Gateway, rollout: dict[str, Any]) -> dict[str, Any]:
                         "name": "litellm", "image": cluster.image,
                         "command": [f"{cluster.venv}/bin/litellm", "--config",
                                     f"{CONFIG_DIR}/config.yaml", "--host", "0.0.0.0",
-                                    "--port", str(gateway.port)],
-                        "env": _environment(), "envFrom": credentials, "volumeMounts": mounts,
+                                    "--port", str(gateway.port), *https],
+                        "env": _environment(), "envFrom": credentials, "volumeMounts": served,
                         "ports": [{"name": "http", "containerPort": gateway.port}],
                         "startupProbe": {"httpGet": {"path": "/health/liveliness", **http},
                                          "periodSeconds": PROBE_PERIOD,
@@ -130,11 +138,20 @@ def deployment(gateway: Gateway, rollout: dict[str, Any]) -> dict[str, Any]:
                         "securityContext": _security(),
                     }],
                     "volumes": [{"name": "config", "configMap": {"name": CONFIG_MAP,
-                                                                 "items": config_items()}}],
+                                                                 "items": config_items()}},
+                                *([{"name": "tls", "secret": {"secretName": TLS_SECRET}}]
+                                  if cluster.tls else [])],
                 },
             },
         },
     }
+
+
+def tls_secret(gateway: Gateway, certificate: Any, key: Any) -> dict[str, Any]:
+    """The certificate bundle and its key (Pulumi secrets), where LiteLLM reads them."""
+    return {"metadata": {"name": TLS_SECRET, "namespace": gateway.kubernetes.namespace,
+                         "labels": LABELS},
+            "type": "kubernetes.io/tls", "string_data": {"tls.crt": certificate, "tls.key": key}}
 
 
 def service(gateway: Gateway) -> dict[str, Any]:

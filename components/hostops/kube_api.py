@@ -128,6 +128,9 @@ class ServiceProxy:
         self.api = KubeApi(cluster)
         self.namespace, self.service = cluster["namespace"], cluster["service"]
         self.key_header = cluster["key_header"]
+        # The API server proxies to an HTTPS Service when its path names the scheme (it does not
+        # check the Service's certificate: the hop from the API server is the cluster's own).
+        self.scheme = cluster.get("scheme", "http")
         self.where = f"service {self.namespace}/{self.service} through {self.api.server}"
 
     def __enter__(self) -> ServiceProxy:
@@ -143,7 +146,8 @@ class ServiceProxy:
         """`address` is the Service's, so it is not used; `Authorization` goes as key_header."""
         sent = {(self.key_header if name.lower() == "authorization" else name): value
                 for name, value in (headers or {}).items()}
-        proxied = f"/api/v1/namespaces/{self.namespace}/services/{self.service}:{port}/proxy{path}"
+        proxied = (f"/api/v1/namespaces/{self.namespace}/services/"
+                   f"{'https:' if self.scheme == 'https' else ''}{self.service}:{port}/proxy{path}")
         status, answer_headers, answer = self.api.request(method, proxied, body, sent, timeout)
         if status == 503 and b"no endpoints available" in answer:
             raise NoAnswer(self.where, self.service, port, "no ready pod behind the Service")

@@ -183,7 +183,8 @@ class VllmFleet(pulumi.ComponentResource):
         if args.gateway is not None and args.gateway_key is not None:
             made.append(k8s.core.v1.Secret(
                 f"{name}-prometheus-gateway-key", **monitoring.gateway_key_secret(
-                    cfg, pulumi.Output.secret(args.gateway_key)), opts=after(self.namespace)))
+                    cfg, pulumi.Output.secret(args.gateway_key), args.gateway),
+                opts=after(self.namespace)))
         gateway = args.gateway if made else None
         if mode == "operator":
             rules = alerts.rules(cfg.alerts, cfg.vllm.served_model_name, args.hatch)

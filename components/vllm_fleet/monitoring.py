@@ -30,6 +30,7 @@ LABELS = {"app.kubernetes.io/name": NAME, "app.kubernetes.io/part-of": "spear-fl
           PART: MONITORING}
 GATEWAY_KEY_SECRET = "spear-gateway-metrics-key"
 GATEWAY_KEY = "master-key"
+GATEWAY_CA = "gateway-ca.pem"  # beside the key: the root that signs an in-cluster gateway's TLS
 GATEWAY_METRICS_PATH = "/metrics/"  # LiteLLM's; /metrics redirects there
 CONFIG_FILE = "prometheus.yml"
 DISCOVERY_FILE, JOBS_FILE = "pod_discovery.py", "discovery.json"
@@ -52,6 +53,9 @@ class GatewayTarget:
     address: str | None = None  # host:port, for a gateway on a host
     namespace: str | None = None  # gateway.kubernetes: its pods' namespace
     pod_labels: dict[str, str] = field(default_factory=dict)
+    # gateway.kubernetes.tls: the pods serve HTTPS for this name, signed by this root.
+    tls_name: str | None = None
+    root_pem: str | None = None
 
 
 def discovery_jobs(fleet: VllmFleet, gateway: GatewayTarget | None) -> dict[str, Any]:
@@ -78,8 +82,12 @@ def scrape_configs(fleet: VllmFleet, gateway: GatewayTarget | None) -> list[dict
         return jobs
     where = ({"static_configs": [{"targets": [gateway.address]}]} if gateway.address
              else _file_sd(GATEWAY_JOB))
+    # A pod's address is not the certificate's name: the name is checked as the pods serve it.
+    tls = ({"scheme": "https", "tls_config": {"ca_file": f"{KEY_DIR}/{GATEWAY_CA}",
+                                              "server_name": gateway.tls_name}}
+           if gateway.tls_name else {})
     jobs.append({"job_name": GATEWAY_JOB, "metrics_path": GATEWAY_METRICS_PATH,
-                 "authorization": {"credentials_file": f"{KEY_DIR}/{GATEWAY_KEY}"}, **where})
+                 "authorization": {"credentials_file": f"{KEY_DIR}/{GATEWAY_KEY}"}, **tls, **where})
     return jobs
 
 
@@ -95,9 +103,10 @@ def _meta(fleet: VllmFleet, name: str = NAME) -> dict[str, Any]:
     return {"name": name, "namespace": fleet.namespace, "labels": LABELS}
 
 
-def gateway_key_secret(fleet: VllmFleet, master_key: Any) -> dict[str, Any]:
+def gateway_key_secret(fleet: VllmFleet, master_key: Any, gateway: GatewayTarget) -> dict[str, Any]:
     return {"metadata": _meta(fleet, GATEWAY_KEY_SECRET), "type": "Opaque",
-            "string_data": {GATEWAY_KEY: master_key}}
+            "string_data": {GATEWAY_KEY: master_key,
+                            **({GATEWAY_CA: gateway.root_pem} if gateway.root_pem else {})}}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -219,6 +228,14 @@ def _gateway_endpoint(interval: str) -> dict[str, Any]:
                               "credentials": {"name": GATEWAY_KEY_SECRET, "key": GATEWAY_KEY}}}
 
 
+def _gateway_tls(gateway: GatewayTarget) -> dict[str, Any]:
+    if not gateway.tls_name:
+        return {}
+    return {"scheme": "https", "tlsConfig": {
+        "serverName": gateway.tls_name,
+        "ca": {"secret": {"name": GATEWAY_KEY_SECRET, "key": GATEWAY_CA}}}}
+
+
 def monitors(fleet: VllmFleet, gateway: GatewayTarget | None) -> list[dict[str, Any]]:
     """The fleet's PodMonitor, then the gateway's: a PodMonitor for its pods, or a ScrapeConfig
     for its host."""
@@ -244,5 +261,6 @@ def monitors(fleet: VllmFleet, gateway: GatewayTarget | None) -> list[dict[str, 
                       "spec": {"namespaceSelector": {"matchNames": [gateway.namespace]},
                                "selector": {"matchLabels": gateway.pod_labels},
                                "podMetricsEndpoints": [{"port": "http",
-                                                        **_gateway_endpoint(interval)}]}})
+                                                        **_gateway_endpoint(interval),
+                                                        **_gateway_tls(gateway)}]}})
     return found

@@ -57,7 +57,8 @@ def parse(raw: Mapping[str, Any], deployed_rollout: Any = None) -> FleetConfig:
         *((f"redsEndpoints.{name}", endpoint.backend, endpoint.server)
           for name, endpoint in reds_endpoints.items())])
     the_gateway, gateway_keys = gateway.parse(
-        check, get(raw, "gateway"), {name: get(raw, name) for name in gateway.SECRET_NAMES},
+        check, get(raw, "gateway"), {name: get(raw, name) for name in (*gateway.SECRET_NAMES,
+                                                                      *gateway.TLS_SECRETS)},
         get(raw, "sshPrivateKeys"), endpoint_names=[*host_names, *pod_names, *endpoint_names,
                                                     *([FLEET_UPSTREAM] if "vllmFleet" in raw else [])],
         taken_names=[*host_names, *pod_names, *endpoint_names],
@@ -95,11 +96,18 @@ def _sandbox_gateway(check: Checker, the_gateway: Gateway | None,
     if the_gateway is None:
         return None
     cluster = the_gateway.kubernetes
+    if sandbox.seats and (cluster is None or cluster.tls is None):
+        # Plain HTTP only on loopback: a seat's requests carry its developer's key across the
+        # pod network. A gateway host serves plain HTTP only.
+        check.report("gateway.kubernetes.tls", "nothing", "the gateway's TLS name and"
+                     " certificate, required with agent seats: a seat reaches the gateway by"
+                     " name over TLS (gateway.kubernetes.tls.name, gatewayTlsCertificate,"
+                     " gatewayTlsKey)")
     if cluster is not None:
         if sandbox.seats and cluster.service_ip is None:
             check.report("gateway.kubernetes.serviceIP", "nothing", "the gateway Service's fixed"
                          " cluster IP, required with agent seats: the sandbox has no DNS, so a"
-                         " seat reaches the gateway at that address")
+                         " seat resolves the gateway's TLS name to that address")
         return EgressTarget("gateway", None, (the_gateway.port,),
                             pods=(cluster.namespace, tuple(sorted(GATEWAY_POD_LABELS.items()))))
     address = ipaddress.ip_address(the_gateway.host)

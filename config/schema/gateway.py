@@ -17,15 +17,19 @@ from config.checker import (API_URL_TEXT, DNS_LABEL, DNS_LABEL_TEXT, MISSING, NA
                             Checker, absolute_dir, api_url, get, ip_address)
 from config.schema.common import api_key, ssh_key_entry, ssh_target
 from config.types import (DATABASE_LOCATIONS, EXTERNAL_DATABASE, FRONTIER_API_KEY,
-                          GATEWAY_DATABASE_URL, GATEWAY_MASTER_KEY, LOCAL_DATABASE,
-                          OFFLINE_ENGINE, QUERY_ENGINES, ApiKey, Gateway, GatewayCluster,
-                          DatabaseBackupPlan, GatewayDatabase, Hatch, PackageSource, Pricing)
+                          GATEWAY_DATABASE_URL, GATEWAY_MASTER_KEY, GATEWAY_TLS_CERTIFICATE,
+                          GATEWAY_TLS_KEY, LOCAL_DATABASE, OFFLINE_ENGINE, QUERY_ENGINES, ApiKey,
+                          Gateway, GatewayCluster, GatewayTls, DatabaseBackupPlan,
+                          GatewayDatabase, Hatch, PackageSource, Pricing)
+from config import tls
 from spear.rules import (BACKUP_DUMP, BACKUP_DUMP_TEXT, FLEET_UPSTREAM, alert_below_cap,
                          image_pin_problem)
 
-KEYS = ("gateway", GATEWAY_MASTER_KEY, FRONTIER_API_KEY, GATEWAY_DATABASE_URL)
+KEYS = ("gateway", GATEWAY_MASTER_KEY, FRONTIER_API_KEY, GATEWAY_DATABASE_URL,
+        GATEWAY_TLS_CERTIFICATE, GATEWAY_TLS_KEY)
 OBJECT_KEYS = ("gateway",)
 SECRET_NAMES = (GATEWAY_MASTER_KEY, FRONTIER_API_KEY, GATEWAY_DATABASE_URL)
+TLS_SECRETS = (GATEWAY_TLS_CERTIFICATE, GATEWAY_TLS_KEY)  # PEM text, checked with gateway.kubernetes.tls
 
 DEFAULT_NAME = "gateway"
 DEFAULT_PORT = 4000  # LiteLLM's own default
@@ -41,7 +45,9 @@ DEFAULT_HATCH_PRICE = {"input": 3.0, "output": 15.0}
 _KEYS = ("name", "ssh", "kubernetes", "runtimeDir", "listen", "litellm", "database", "coder",
          "hatch")
 # gateway.kubernetes: the gateway in the fleet's cluster.
-_CLUSTER_KEYS = ("namespace", "replicas", "image", "venv", "serviceIP")
+_CLUSTER_KEYS = ("namespace", "replicas", "image", "venv", "serviceIP", "tls")
+# A DNS name of one or more labels (RFC 1123), as a certificate's subject alternative name has it.
+_DNS_NAME = re.compile(r"(?=.{1,253}$)[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*")
 _HOST_ONLY = ("ssh", "runtimeDir", "listen")  # settings of the gateway host
 DEFAULT_NAMESPACE = "spear-gateway"
 MIN_REPLICAS = 2  # one replica is the single gateway the cluster placement is there to avoid
@@ -73,10 +79,16 @@ def parse(check: Checker, value: Any, secret_values: Mapping[str, Any], ssh_keys
     secrets = {name: _secret(check, name, secret_values[name], required=declared and name !=
                              GATEWAY_DATABASE_URL) for name in SECRET_NAMES}
     given = {name: key for name, key in secrets.items() if key is not None}
+    pem = {name: secret_values[name] for name in TLS_SECRETS}
+    given.update({name: ApiKey(text) for name, text in pem.items() if isinstance(text, str)})
     if not declared:
         for name in given:
             check.report(name, "a secret without a gateway", "set only with `gateway`")
         return None, {}
+    if not in_cluster_tls(value):
+        for name in (n for n in TLS_SECRETS if n in given):
+            check.report(name, "a secret without gateway.kubernetes.tls",
+                         "set only with gateway.kubernetes.tls")
     start = check.mark()
     gateway = check.obj("gateway", value, _KEYS)
     if gateway is None:
@@ -93,7 +105,7 @@ def parse(check: Checker, value: Any, secret_values: Mapping[str, Any], ssh_keys
             if get(gateway, key) is not MISSING:
                 check.report(f"gateway.{key}", "a setting of the gateway host",
                              "nothing with gateway.kubernetes (the gateway runs in the cluster)")
-        cluster = _cluster(check, get(gateway, "kubernetes"))
+        cluster = _cluster(check, get(gateway, "kubernetes"), pem)
     else:
         ssh = ssh_target(check, "gateway", name or DEFAULT_NAME, get(gateway, "ssh"),
                          ssh_key_entry(ssh_keys_value, name or DEFAULT_NAME),
@@ -122,6 +134,12 @@ def parse(check: Checker, value: Any, secret_values: Mapping[str, Any], ssh_keys
                    pricing=pricing, hatch=hatch, kubernetes=cluster), given
 
 
+def in_cluster_tls(value: Any) -> bool:
+    """Whether the stack declares gateway.kubernetes.tls, before any check."""
+    cluster = value.get("kubernetes") if isinstance(value, Mapping) else None
+    return isinstance(cluster, Mapping) and "tls" in cluster
+
+
 def _secret(check: Checker, name: str, value: Any, required: bool) -> ApiKey | None:
     if name == GATEWAY_DATABASE_URL and isinstance(value, str) and \
             not _DATABASE_URL.fullmatch(value):
@@ -135,7 +153,7 @@ def _secret(check: Checker, name: str, value: Any, required: bool) -> ApiKey | N
     return key
 
 
-def _cluster(check: Checker, value: Any) -> GatewayCluster | None:
+def _cluster(check: Checker, value: Any, pem: Mapping[str, Any]) -> GatewayCluster | None:
     start = check.mark()
     cluster = check.obj("gateway.kubernetes", value, _CLUSTER_KEYS)
     if cluster is None:
@@ -154,10 +172,36 @@ def _cluster(check: Checker, value: Any) -> GatewayCluster | None:
     if get(cluster, "serviceIP") is not MISSING:
         service_ip = check.text("gateway.kubernetes.serviceIP", get(cluster, "serviceIP"),
                                 ip_address, "an IP address in the cluster's Service range")
+    the_tls = _tls(check, get(cluster, "tls"), pem) if get(cluster, "tls") is not MISSING else None
     if not check.clean_since(start):
         return None
     return GatewayCluster(namespace=namespace, replicas=replicas, image=image, venv=venv,
-                          service_ip=service_ip)
+                          service_ip=service_ip, tls=the_tls)
+
+
+def _tls(check: Checker, value: Any, pem: Mapping[str, Any]) -> GatewayTls | None:
+    """gateway.kubernetes.tls: its name, and the certificate and key secrets checked against it
+    (config/tls.py), described and never echoed."""
+    start = check.mark()
+    the_tls = check.obj("gateway.kubernetes.tls", value, ("name",))
+    if the_tls is None:
+        return None
+    name = check.pattern("gateway.kubernetes.tls.name", get(the_tls, "name"), _DNS_NAME,
+                         "a DNS name in lower case, e.g. gateway.spear.internal: the name the"
+                         " certificate holds, which seats and developers reach the gateway by")
+    for secret, text in pem.items():
+        if not isinstance(text, str):
+            check.report(secret, "nothing" if text is MISSING else f"a {type(text).__name__}",
+                         f"a secret (required with gateway.kubernetes.tls): pulumi config set"
+                         f" --secret {secret} < file")
+    if name is None or not check.clean_since(start):
+        return None
+    for secret, found, allowed in tls.certificate_problems(name, pem[GATEWAY_TLS_CERTIFICATE],
+                                                           pem[GATEWAY_TLS_KEY]):
+        check.report(secret, found, allowed)
+    if not check.clean_since(start):
+        return None
+    return GatewayTls(name=name, root_pem=tls.root_certificate(pem[GATEWAY_TLS_CERTIFICATE]))
 
 
 def _litellm(check: Checker, value: Any) -> tuple[str | None, PackageSource | None]:

@@ -11,8 +11,10 @@ key) before its seats started; a bump of its version previews as the check's rep
 an `up` of a bump the seat image does not hold fails at the check with the seat unmoved;
 an agent seat per harness (the seat image holds all four: localhosts/seat_image.py) runs sandboxed
 (user 1000, read-only root, no token, no capability, the key only in its environment) and its real
-harness completes a turn (a tool call, its result, an answer) through the gateway's cluster IP to the
-fleet, with the seat developer's key; a canary whose proof fails (the parser trap) stops the up at the first new pod, naming
+harness completes a turn (a tool call, its result, an answer) through the gateway, by its TLS name
+(which the seat resolves to the Service's address) over HTTPS, to the fleet, with the seat
+developer's key; from inside each seat, the gateway and a declared mirror answer and nothing else
+does (the local cluster enforces NetworkPolicy); a canary whose proof fails (the parser trap) stops the up at the first new pod, naming
 the probe, while the pods before it serve on; a key's budget holds across the replicas (requests alternating between them stop
 exactly where one ledger says the budget is spent, and a burst over both never overspends);
 destroy removes it all.
@@ -20,11 +22,12 @@ destroy removes it all.
 
 from __future__ import annotations
 
+import http.client
 import json
+import socket
+import ssl
 import subprocess
-import urllib.error
 import urllib.parse
-import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -40,6 +43,7 @@ from spear_gateway.pricing import Prices, worst_case_usd
 from localhosts.engine import REPO, Project, engine_env, without_inference_hosts
 from localhosts.postgres import postgres_database
 from tests.support.config_cases import CANARY_PAIR, STABLE_PAIR
+from tests.support import tls
 from tests.support.kube import clear
 from tests.support.stack_files import local_inference_hosts
 
@@ -51,6 +55,9 @@ FRONTIER_KEY = "sk-ant-incluster-frontier-90af"
 API_KEY = "sk-incluster-vllm-0123456789"
 FLEET_NS, GATEWAY_NS = "vllm-gw-it", "gateway-it"
 STABLE_IP, CANARY_IP, GATEWAY_IP = "10.96.100.40", "10.96.100.41", "10.96.100.42"
+# The gateway serves HTTPS under this name (gateway.kubernetes.tls), with a certificate made here.
+TLS_NAME = "gateway.spear.test"
+TLS_CERTIFICATE, TLS_KEY = tls.issue(TLS_NAME)
 # The serving image's model whose chat template has no tool calls: the parser trap.
 TRAP_MODEL = "spear-fleet/tiny-no-tool-template"
 REPLICAS = 2
@@ -73,6 +80,11 @@ DEVELOPERS = {"ana": {"team": "platform", "maxBudget": 50},
               "dee": {"team": "platform", "maxBudget": BUDGET},
               "eve": {"team": "research", "maxBudget": BUDGET}}
 SANDBOX_NS = "agents-it"
+# Outside the sandbox: a package mirror stand-in (a static file server, Python's http.server from
+# the seat image) that the sandbox declares by its pod's address and one port, and a second port
+# of the same server, which it does not.
+OUTSIDE_NS = "outside-it"
+MIRROR_PORT, OTHER_PORT = 3141, 8160
 # One seat per harness: the seat image holds all four (localhosts/seat_image.py).
 SEATS = {f"{SEAT_DEVELOPER}-{h.split('-')[0]}": h for h in HARNESSES}
 BUDGET_REFUSALS = {"spear_budget_exceeded", "budget_exceeded"}
@@ -85,7 +97,7 @@ def gateway_config() -> dict[str, Any]:
     image = gateway_image.ensure_image(gateway["litellm"]["version"])
     gateway.update(
         kubernetes={"namespace": GATEWAY_NS, "replicas": REPLICAS, "image": image.ref,
-                    "serviceIP": GATEWAY_IP},
+                    "serviceIP": GATEWAY_IP, "tls": {"name": TLS_NAME}},
         database={"location": "external"})
     gateway["coder"] = {**gateway["coder"], "upstreams": ["vllmFleet"],
                         "pricePerMillionTokensUsd": {"input": INPUT_USD_PER_MILLION,
@@ -93,16 +105,35 @@ def gateway_config() -> dict[str, Any]:
     return gateway
 
 
+def start_mirror(client, image: str) -> str:
+    """The mirror stand-in's pod started in OUTSIDE_NS; its address once it runs."""
+    python = f"{seat_image.PYTHON_ROOT}/bin/{seat_image.PYTHON}"
+    client.create("/api/v1/namespaces", {"metadata": {"name": OUTSIDE_NS}})
+    wait_until(lambda: client.get(f"/api/v1/namespaces/{OUTSIDE_NS}/serviceaccounts/default"), 60)
+    client.create(f"/api/v1/namespaces/{OUTSIDE_NS}/pods", {
+        "metadata": {"name": "mirror"},
+        "spec": {"automountServiceAccountToken": False, "containers": [{
+            "name": "mirror", "image": image, "imagePullPolicy": "Never",
+            "command": ["sh", "-c", f"{python} -m http.server -d /tmp {MIRROR_PORT} & exec "
+                                    f"{python} -m http.server -d /tmp {OTHER_PORT}"]}]}})
+    path = f"/api/v1/namespaces/{OUTSIDE_NS}/pods/mirror"
+    assert wait_until(lambda: (client.get(path) or {}).get("status", {}).get("phase") == "Running",
+                      120), client.get(path)
+    return client.get(path)["status"]["podIP"]
+
+
 @pytest.fixture(scope="module")
 def stand(kube_cluster, tmp_path_factory):
-    """The stack, its database (on the node's address, so the pods reach it) and the cluster."""
+    """The stack, its database (on the node's address, so the pods reach it), the mirror stand-in
+    and the cluster."""
     client = kube_cluster.client()
     clear(client, [FLEET_NS, GATEWAY_NS], [f"{FLEET_NS}-vllm-model-cache"])
-    clear(client, [SANDBOX_NS])
+    clear(client, [SANDBOX_NS, OUTSIDE_NS])
     gateway = gateway_config()
     seats = seat_image.ensure_image()
     kubenode.import_images([gateway_image.ensure_image(gateway["litellm"]["version"]).archive,
                             seats.archive])
+    mirror = start_mirror(client, seats.ref)
     workdir = tmp_path_factory.mktemp("incluster")
     with postgres_database(also_listen=kubenode.NODE_IP, clients=kubenode.POD_CIDR) as db:
         project = without_inference_hosts(workdir, engine_env())
@@ -127,18 +158,21 @@ def stand(kube_cluster, tmp_path_factory):
                     "namespace": SANDBOX_NS,
                     "seatImage": seat_image.pinned_ref(seats),
                     "dialectCheckDeveloper": CHECK_DEVELOPER,
+                    "mirrors": {"pypi": {"cidr": f"{mirror}/32", "ports": [MIRROR_PORT]}},
                     "seats": {seat: {"developer": SEAT_DEVELOPER, "harness": harness}
                               for seat, harness in SEATS.items()}},
             },
         })
         url = db.url.replace("@127.0.0.1:", f"@{kubenode.NODE_IP}:")
         for name, value in (("gatewayMasterKey", MASTER_KEY), ("frontierApiKey", FRONTIER_KEY),
-                            ("vllmApiKey", API_KEY), ("gatewayDatabaseUrl", url)):
+                            ("vllmApiKey", API_KEY), ("gatewayDatabaseUrl", url),
+                            ("gatewayTlsCertificate", TLS_CERTIFICATE), ("gatewayTlsKey", TLS_KEY)):
             project.pulumi("config", "set", "--secret", "--stack", STACK, f"spear-fleet:{name}",
-                           value)
+                           stdin=value)
         yield project, client, db
         down = project.destroy(STACK)
         assert down.ok, down.output[-6000:]
+        clear(client, [OUTSIDE_NS])
         for path in (f"/api/v1/namespaces/{GATEWAY_NS}", f"/api/v1/namespaces/{FLEET_NS}",
                      f"/api/v1/namespaces/{SANDBOX_NS}"):
             assert (client.get(path) or {}).get("status", {}).get("phase") in (None, "Terminating")
@@ -156,18 +190,36 @@ def keys(project: Project) -> dict[str, str]:
     return {dev: harnesses[dev]["qwen-code"]["env"]["OPENAI_API_KEY"] for dev in DEVELOPERS}
 
 
+def tls_root() -> str:
+    """The bundle's last certificate: the root the gateway's clients trust."""
+    last = TLS_CERTIFICATE.rindex("-----BEGIN CERTIFICATE-----")
+    return TLS_CERTIFICATE[last:]
+
+
+class ToPod(http.client.HTTPSConnection):
+    """HTTPS to one replica at its pod's address, its certificate checked against the gateway's
+    TLS name and the root it was issued under."""
+
+    def __init__(self, pod_ip: str) -> None:
+        context = ssl.create_default_context(cadata=TLS_CERTIFICATE)
+        super().__init__(pod_ip, PORT, timeout=300, context=context)
+
+    def connect(self) -> None:
+        sock = socket.create_connection((self.host, self.port), self.timeout)
+        self.sock = self._context.wrap_socket(sock, server_hostname=TLS_NAME)
+
+
 def ask(pod_ip: str, key: str) -> tuple[int, dict[str, str], dict[str, Any]]:
     """One `coder` chat completion from one replica, at its pod's address."""
-    request = urllib.request.Request(f"http://{pod_ip}:{PORT}/v1/chat/completions",
-                                     data=json.dumps(BODY).encode(), headers={
-                                         "Content-Type": "application/json",
-                                         "Authorization": f"Bearer {key}"})
+    connection = ToPod(pod_ip)
     try:
-        with urllib.request.urlopen(request, timeout=300) as answer:
-            return answer.status, {k.lower(): v for k, v in answer.getheaders()}, \
-                json.loads(answer.read())
-    except urllib.error.HTTPError as error:
-        return error.code, {}, json.loads(error.read() or b"{}")
+        connection.request("POST", "/v1/chat/completions", json.dumps(BODY), {
+            "Content-Type": "application/json", "Authorization": f"Bearer {key}"})
+        answer = connection.getresponse()
+        return answer.status, {k.lower(): v for k, v in answer.getheaders()}, \
+            json.loads(answer.read() or b"{}")
+    finally:
+        connection.close()
 
 
 def refusal(answer: dict[str, Any]) -> str | None:
@@ -215,13 +267,16 @@ def test_up_runs_two_proven_replicas_on_one_database_and_every_developer_is_serv
     gateway = project.outputs(STACK)["gateway"]
     assert (gateway["placement"], gateway["ready_replicas"], gateway["cluster_ip"]) == (
         "kubernetes", REPLICAS, GATEWAY_IP)
+    # HTTPS by its name; keys and smoke tests went through the API server's proxy over it.
+    assert gateway["url"] == f"https://{TLS_NAME}:{PORT}"
+    assert gateway["tls"] == {"name": TLS_NAME, "root": tls_root()}
     for dev in DEVELOPERS:
         assert gateway["smoke_tests"][dev] == "end_turn | SPEAR-BACKEND-OK | ()"
         [served] = gateway["served_by"][dev]
         assert served.startswith("vllm-stable (vllm-stable-"), served
     # The proxy's credentials are in the Secret, never in the ConfigMap or the state in clear.
     state = project.state_text(STACK)
-    for secret in (MASTER_KEY, FRONTIER_KEY, API_KEY, db.password):
+    for secret in (MASTER_KEY, FRONTIER_KEY, API_KEY, db.password, TLS_KEY.splitlines()[1]):
         assert secret not in state
     config = client.get(f"/api/v1/namespaces/{GATEWAY_NS}/configmaps/spear-gateway-config")
     assert MASTER_KEY not in json.dumps(config) and db.password not in json.dumps(config)
@@ -243,6 +298,12 @@ def test_each_replica_serves_with_the_keys_of_the_shared_database(stand):
         assert headers["x-litellm-model-id"] == "vllm-stable"
         assert answer["choices"][0]["message"]["content"] == "SPEAR-BACKEND-OK"
         assert ask(pod["status"]["podIP"], "sk-not-a-key")[0] == 401
+        # Nothing but HTTPS: a plain HTTP request is no answer.
+        plain = http.client.HTTPConnection(pod["status"]["podIP"], PORT, timeout=10)
+        with pytest.raises((http.client.HTTPException, ConnectionError)):
+            plain.request("GET", "/health/liveliness")
+            plain.getresponse()
+        plain.close()
 
 
 def in_seat(kubeconfig, seat: str, command: list[str], timeout: float = 60) -> subprocess.CompletedProcess:
@@ -320,9 +381,59 @@ def test_each_real_harness_completes_a_turn_in_its_seat_through_the_gateway_to_t
 
 def test_the_sandbox_allows_exactly_the_gateways_pods_on_its_port_taken_from_the_gateway(stand):
     _, client, _ = stand
+    mirror = client.get(f"/api/v1/namespaces/{OUTSIDE_NS}/pods/mirror")["status"]["podIP"]
     allow = client.get(f"/apis/networking.k8s.io/v1/namespaces/{SANDBOX_NS}/networkpolicies/allow-egress")
     assert allow["spec"]["egress"] == [{"to": [pods_peer(GATEWAY_NS, GATEWAY_POD_LABELS)],
-                                        "ports": [{"protocol": "TCP", "port": PORT}]}]
+                                        "ports": [{"protocol": "TCP", "port": PORT}]},
+                                       {"to": [{"ipBlock": {"cidr": f"{mirror}/32"}}],
+                                        "ports": [{"protocol": "TCP", "port": MIRROR_PORT}]}]
+
+
+# A TCP connection tried from inside a seat: "answered", or why not. The enforcer drops a refused
+# connection's first packet, so it times out.
+REACH = ("import socket, sys\n"
+         "try:\n"
+         "    socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=3).close()\n"
+         "    print('answered')\n"
+         "except OSError as error:\n"
+         "    print(error)\n")
+
+
+def reach_from_seat(kubeconfig, seat: str, address: str, port: int) -> str:
+    done = in_seat(kubeconfig, seat, [f"{seat_image.PYTHON_ROOT}/bin/{seat_image.PYTHON}", "-c",
+                                      REACH, address, str(port)])
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def reach_from_here(address: str, port: int) -> bool:
+    try:
+        socket.create_connection((address, port), timeout=3).close()
+        return True
+    except OSError:
+        return False
+
+
+def test_a_seat_reaches_the_gateway_and_its_mirror_and_no_other_pod_or_port(stand, kube_cluster):
+    _, client, _ = stand
+    mirror = client.get(f"/api/v1/namespaces/{OUTSIDE_NS}/pods/mirror")["status"]["podIP"]
+    fleet = next(pod["status"]["podIP"] for pod in client.get(
+        f"/api/v1/namespaces/{FLEET_NS}/pods")["items"] if pod["status"].get("phase") == "Running")
+    targets = {"the gateway's Service": (GATEWAY_IP, PORT), "the mirror": (mirror, MIRROR_PORT),
+               "the mirror's other port": (mirror, OTHER_PORT),
+               "a fleet pod, past the gateway": (fleet, 8000),
+               # The local API server listens on loopback, so its Service has no endpoint: a pod
+               # is refused at once, the enforcer or not.
+               "the API server's Service": ("10.96.0.1", 443)}
+    for seat in SEATS:
+        reached = {name: reach_from_seat(kube_cluster.kubeconfig, seat, *target)
+                   for name, target in targets.items()}
+        assert {name for name, answer in reached.items() if answer == "answered"} == {
+            "the gateway's Service", "the mirror"}, (seat, reached)
+        assert reached["the mirror's other port"] == reached["a fleet pod, past the gateway"] \
+            == "timed out", (seat, reached)
+    # What a seat does not reach answers outside the sandbox: the policy refused it, not its absence.
+    assert reach_from_here(mirror, OTHER_PORT) and reach_from_here(fleet, 8000)
 
 
 def check_log(client, harness: str) -> str:

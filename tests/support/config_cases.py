@@ -12,6 +12,7 @@ import pytest
 
 from config.checker import ConfigError
 from config.load import StackConfigError, load
+from tests.support import tls
 from tests.support.stack_files import (DUMMY_KEY, RecordingMocks, commented_example,
                                        engine_config, prod_raw, without_fleet)
 
@@ -178,26 +179,43 @@ def fleet_raw(**fleet: Any) -> dict[str, Any]:
     return {**raw, "vllmApiKey": "sk-vllm-test"}
 
 
-# prod with its commented gateway and developers, the test fleet, and the seat `ana-codex`: ana's
-# key in a sandboxed pod running Codex (the seat image pinned by digest).
+# prod with its commented gateway (moved into the fleet's cluster, serving TLS) and developers,
+# the test fleet, and the seat `ana-codex`: ana's key in a sandboxed pod running Codex (the seat
+# image pinned by digest).
 SEAT_IMAGE = "registry.example.com/spear/seat:2026.07@sha256:" + "3c" * 32
 SEATS = ("vllmFleet", "agentSandbox", "seats")
-# Off loopback: a pod reaches the gateway host there, and the sandbox's egress allows it.
-SEATS_GATEWAY_LISTEN = {"host": "10.20.0.10", "port": 4000}
-SEAT_SECRETS = [*GATEWAY_SECRETS, "spear-fleet:vllmApiKey"]
+# Seats reach the gateway by this name, which they resolve to its Service's fixed address.
+SEATS_GATEWAY_NAME = "gateway.spear.internal"
+SEATS_GATEWAY_IP = "10.96.100.42"
+SEATS_GATEWAY_URL = f"https://{SEATS_GATEWAY_NAME}:4000"
+SEATS_TLS_CERTIFICATE, SEATS_TLS_KEY = tls.issue(SEATS_GATEWAY_NAME)
+SEATS_DATABASE_URL = "postgresql://litellm:pw-SECRET-db@db.internal:5432/litellm"
+SEAT_SECRETS = ["spear-fleet:sshPrivateKeys", "spear-fleet:gatewayMasterKey",
+                "spear-fleet:frontierApiKey", "spear-fleet:gatewayDatabaseUrl",
+                "spear-fleet:gatewayTlsCertificate", "spear-fleet:gatewayTlsKey",
+                "spear-fleet:vllmApiKey"]
 
 
 def seats_raw(**seats: Any) -> dict[str, Any]:
-    """gateway_raw() listening where the seats reach it, with the test fleet and vLLM's key, and
-    in its sandbox the seat image, bob's key for the dialect checks and `seats` (default: ana's
-    Codex seat)."""
+    """gateway_raw() in the fleet's cluster, serving TLS as SEATS_GATEWAY_NAME at a fixed Service
+    address, with the test fleet and vLLM's key, and in its sandbox the seat image, bob's key for
+    the dialect checks and `seats` (default: ana's Codex seat)."""
     raw = gateway_raw()
-    raw["gateway"]["listen"] = dict(SEATS_GATEWAY_LISTEN)
+    gateway = raw["gateway"]
+    for key in ("ssh", "runtimeDir", "listen"):
+        gateway.pop(key, None)
+    del raw["sshPrivateKeys"]["gateway"]
+    gateway["kubernetes"] = {"image": "registry.example.com/spear/litellm-gateway:1.91.1",
+                             "serviceIP": SEATS_GATEWAY_IP, "tls": {"name": SEATS_GATEWAY_NAME}}
+    gateway["database"] = {"location": "external"}
+    gateway["coder"]["upstreams"] = ["vllmFleet"]
     raw["vllmFleet"] = copy.deepcopy(VLLM_FLEET)
+    raw["vllmFleet"]["serviceIPs"] = {"stable": "10.96.100.10"}
     raw["vllmFleet"]["agentSandbox"].update(seatImage=SEAT_IMAGE, dialectCheckDeveloper="bob",
                                             seats=copy.deepcopy(seats or {"ana-codex": {
                                                 "developer": "ana", "harness": "codex"}}))
-    return {**raw, "vllmApiKey": "sk-vllm-test"}
+    return {**raw, "vllmApiKey": "sk-vllm-test", "gatewayDatabaseUrl": SEATS_DATABASE_URL,
+            "gatewayTlsCertificate": SEATS_TLS_CERTIFICATE, "gatewayTlsKey": SEATS_TLS_KEY}
 
 
 def promoted_raw(gate: dict[str, Any] | None = None) -> dict[str, Any]:

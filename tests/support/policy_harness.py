@@ -277,28 +277,27 @@ def kube_objects(**fleet: Any) -> dict[str, tuple[tokens.KubernetesType, dict[st
     return {name: (kind, _floats(props)) for name, (kind, props) in objects.items()}
 
 
-SEAT_GATEWAY_URL = "http://10.20.0.10:4000"  # the test sandbox's gateway address
-
-
 def seat_objects(**seats: Any) -> dict[str, tuple[tokens.KubernetesType, dict[str, Any]]]:
     """The agent seats' objects by resource name, as (type, props), for the test fleet's sandbox
     with `seats` (tests/support/config_cases.py::seats_raw; default ana's Codex seat)."""
     from components.agent_seats import manifests
     from components.gateway.render import coder_window
-    from tests.support.config_cases import seats_raw
+    from tests.support.config_cases import SEATS_GATEWAY_URL, seats_raw
 
     cfg = parse(seats_raw(**seats))
     sandbox = cfg.vllm_fleet.agent_sandbox
-    objects: dict[str, tuple[tokens.KubernetesType, dict[str, Any]]] = {}
+    trust = manifests.GatewayTrust.of(cfg.gateway.kubernetes)
+    objects: dict[str, tuple[tokens.KubernetesType, dict[str, Any]]] = {
+        "seat-gateway-ca": (tokens.K8S_CONFIG_MAP, manifests.ca_config_map(sandbox, trust))}
     for seat in sandbox.seats.values():
-        entry = manifests.wiring(seat, SEAT_GATEWAY_URL, cfg.harnesses, coder_window(cfg))
+        entry = manifests.wiring(seat, SEATS_GATEWAY_URL, cfg.harnesses, coder_window(cfg))
         name = manifests.name(seat)
         objects[f"{name}-key"] = (tokens.K8S_SECRET, {**manifests.key_secret(sandbox, seat),
                                                       "stringData": {manifests.KEY_FIELD: "sk-ana-VIRTUAL"}})
         config_map = manifests.wiring_config_map(sandbox, seat, entry)
         if config_map:
             objects[f"{name}-wiring"] = (tokens.K8S_CONFIG_MAP, config_map)
-        objects[name] = (tokens.K8S_DEPLOYMENT, manifests.deployment(sandbox, seat, entry))
+        objects[name] = (tokens.K8S_DEPLOYMENT, manifests.deployment(sandbox, seat, entry, trust))
     return {name: (kind, _floats(props)) for name, (kind, props) in objects.items()}
 
 

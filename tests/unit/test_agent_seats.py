@@ -22,11 +22,13 @@ from components.agent_seats import manifests
 from components.gateway.render import coder_window
 from config.schema import parse
 from spear import harness, seats, tokens
-from tests.support.config_cases import SEAT_IMAGE, SEAT_SECRETS, seats_raw
+from tests.support import tls
+from tests.support.config_cases import SEAT_IMAGE, SEAT_SECRETS, SEATS_GATEWAY_URL, seats_raw
 from tests.support.stack_files import REPO, engine_config
 from tests.unit.test_gateway_components import KeyMocks, SecretRecordingMonitor, is_secret, plain
 
-URL = "http://10.20.0.10:4000"
+URL = SEATS_GATEWAY_URL
+TRUST = manifests.GatewayTrust.of(parse(seats_raw()).gateway.kubernetes)
 ALL_HARNESSES = {"ana-codex": {"developer": "ana", "harness": "codex"},
                  "bob-qwen": {"developer": "bob", "harness": "qwen-code", "workspaceSize": "20Gi"},
                  "bob-claude": {"developer": "bob", "harness": "claude-code"},
@@ -56,7 +58,7 @@ KEY_VARIABLES = {"ana-codex": ("OWNED_API_KEY", "/workspace/.home/.codex/config.
 def test_each_harness_gets_its_key_from_the_seats_secret_and_its_wiring_read_only_in_home(name):
     sandbox, seat, entry = rendered(name)
     variable, path = KEY_VARIABLES[name]
-    spec = pod(manifests.deployment(sandbox, seat, entry))
+    spec = pod(manifests.deployment(sandbox, seat, entry, TRUST))
     [main] = spec["containers"]
     env = {e["name"]: e for e in main["env"]}
     assert env[variable] == {"name": variable, "valueFrom": {"secretKeyRef": {
@@ -88,7 +90,7 @@ def test_each_harness_gets_its_key_from_the_seats_secret_and_its_wiring_read_onl
 
 def test_the_seat_is_one_pod_labelled_by_seat_developer_and_harness_with_its_version_annotated():
     sandbox, seat, entry = rendered("bob-qwen")
-    deployment = manifests.deployment(sandbox, seat, entry, key_rotation=2)
+    deployment = manifests.deployment(sandbox, seat, entry, TRUST, key_rotation=2)
     assert deployment["metadata"]["name"] == "seat-bob-qwen"
     assert deployment["metadata"]["namespace"] == "agents"
     assert deployment["metadata"]["labels"] == {
@@ -118,11 +120,11 @@ def test_a_wiring_that_would_put_the_key_anywhere_but_a_variable_of_its_own_is_r
     in_file = copy.deepcopy(entry)
     in_file["file"]["content"] += f'api_key = "{manifests.KEY_PLACEHOLDER}"\n'
     with pytest.raises(ValueError, match="wiring holds the key"):
-        manifests.deployment(sandbox, seat, in_file)
+        manifests.deployment(sandbox, seat, in_file, TRUST)
     embedded = copy.deepcopy(entry)
     embedded["env"]["OWNED_API_KEY"] = f"Bearer {manifests.KEY_PLACEHOLDER}"
     with pytest.raises(ValueError, match="OWNED_API_KEY embeds the key and no variable before it"):
-        manifests.deployment(sandbox, seat, embedded)
+        manifests.deployment(sandbox, seat, embedded, TRUST)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -200,6 +202,7 @@ def test_each_seat_is_its_key_secret_its_wiring_and_its_deployment_on_the_fleets
         **{f"seat-{name}": tokens.K8S_DEPLOYMENT.type for name in ALL_HARNESSES},
         "seat-ana-codex-wiring": tokens.K8S_CONFIG_MAP.type,
         "seat-bob-qwen-wiring": tokens.K8S_CONFIG_MAP.type,
+        "seat-gateway-ca": tokens.K8S_CONFIG_MAP.type,  # the gateway's root, in every seat
         # Per harness the seats run, its dialect check: a Job with its own key and wiring.
         **{f"seat-dialect-{h}": tokens.K8S_JOB.type for h in harness.HARNESSES},
         **{f"seat-dialect-{h}-key": tokens.K8S_SECRET.type for h in harness.HARNESSES},
@@ -216,7 +219,8 @@ def test_every_seat_comes_after_the_agent_namespace_and_its_egress_policies(seat
     for name in seat_resources(seated):
         if name != "seat":
             assert sandbox <= set(seated.dependencies[name]), name
-    assert {"seat-ana-codex-key", "seat-ana-codex-wiring"} <= set(seated.dependencies["seat-ana-codex"])
+    assert {"seat-ana-codex-key", "seat-ana-codex-wiring", "seat-gateway-ca"} <= set(
+        seated.dependencies["seat-ana-codex"])
 
 
 def test_each_seat_waits_for_its_harnesss_dialect_check_which_runs_one_real_turn_with_the_ci_key(seated):
@@ -254,9 +258,17 @@ def test_the_key_reaches_only_the_secret_and_as_a_pulumi_secret(seated):
 
 
 def test_the_seat_reaches_the_gateways_configured_url_and_says_how_to_start_it(seated):
-    listen = seats_raw()["gateway"]["listen"]
-    env = {e["name"]: e.get("value") for e in pod(seated.inputs["seat-bob-qwen"])["containers"][0]["env"]}
-    assert env["OPENAI_BASE_URL"] == f"http://{listen['host']}:{listen['port']}/v1"
+    spec = pod(seated.inputs["seat-bob-qwen"])
+    env = {e["name"]: e.get("value") for e in spec["containers"][0]["env"]}
+    # By the gateway's TLS name, which the seat resolves to its Service's fixed address, trusting
+    # the root the stack's certificate ends in.
+    assert env["OPENAI_BASE_URL"] == "https://gateway.spear.internal:4000/v1"
+    assert spec["hostAliases"] == [{"ip": "10.96.100.42", "hostnames": ["gateway.spear.internal"]}]
+    assert env["NODE_EXTRA_CA_CERTS"] == manifests.CA_FILE
+    assert {"name": manifests.CA_VOLUME, "mountPath": manifests.CA_FILE, "subPath": manifests.CA_KEY,
+            "readOnly": True} in spec["containers"][0]["volumeMounts"]
+    assert seated.inputs["seat-gateway-ca"]["data"] == {manifests.CA_KEY: TRUST.root_pem}
+    assert TRUST.root_pem in seats_raw()["gatewayTlsCertificate"]
     assert seated.seats["ana-codex"] == {
         "developer": "ana", "harness": "codex", "version": harness.DEFAULT_VERSIONS["codex"],
         "namespace": "agents",
@@ -286,7 +298,7 @@ def run_check(tmp_path, name: str, fake: str, env: dict[str, str]):
     sandbox, _, _ = rendered()
     check = manifests.dialect_check(sandbox, name)
     entry = manifests.wiring(check, URL, harness.DEFAULT_VERSIONS, None)
-    script = pod(manifests.dialect_check_job(sandbox, check, entry))["containers"][0]["command"]
+    script = pod(manifests.dialect_check_job(sandbox, check, entry, TRUST))["containers"][0]["command"]
     program = tmp_path / "bin" / harness.ONE_TURN[name][0]
     program.parent.mkdir()
     program.write_text(fake)
@@ -363,9 +375,10 @@ def test_a_harness_bump_a_key_rotation_and_a_wiring_change_each_change_the_pod_t
                                                                      seats.KEY_ROTATION: "1"}
     assert _template(rotated_program, "seat-bob-qwen") == _template(seated, "seat-bob-qwen")
 
-    moved = copy.deepcopy(raw)
-    moved["gateway"]["listen"]["port"] = 4001  # the gateway's URL, in Codex's config.toml
+    moved = copy.deepcopy(raw)  # the gateway's URL, in Codex's config.toml
+    moved["gateway"]["kubernetes"]["tls"]["name"] = "gw2.spear.internal"
+    moved["gatewayTlsCertificate"], moved["gatewayTlsKey"] = tls.issue("gw2.spear.internal")
     wiring_changed = run(moved)
     assert (_template(wiring_changed)["metadata"]["annotations"][seats.WIRING_SHA256]
             != before[seats.WIRING_SHA256])
-    assert ':4001/v1"' in wiring_changed.inputs["seat-ana-codex-wiring"]["data"]["config.toml"]
+    assert '"https://gw2.spear.internal:4000/v1"' in wiring_changed.inputs["seat-ana-codex-wiring"]["data"]["config.toml"]

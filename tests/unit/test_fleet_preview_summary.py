@@ -15,7 +15,7 @@ from spear import tokens
 from spear.fleet import CANARY, STABLE
 from review.kinds import ROLLING_UPDATE, SCALE
 from review.summary import summarize
-from tests.support.config_cases import CANARY_PAIR, fleet_raw, seats_raw
+from tests.support.config_cases import CANARY_PAIR, SEATS_GATEWAY_URL, fleet_raw, seats_raw
 
 KUBECONFIG = "apiVersion: v1\nclusters: [{cluster: {server: https://k8s.internal}}]\n"
 
@@ -106,11 +106,12 @@ def seat(codex: str = "0.169.0") -> dict[str, dict[str, Any]]:
     cfg = parse({**seats_raw(), "harnesses": {"codex": codex}})
     sandbox = cfg.vllm_fleet.agent_sandbox
     ana, check = sandbox.seats["ana-codex"], seat_manifests.dialect_check(sandbox, "codex")
-    entry = seat_manifests.wiring(ana, "http://10.20.0.10:4000", cfg.harnesses, None)
-    check_entry = seat_manifests.wiring(check, "http://10.20.0.10:4000", cfg.harnesses, None)
-    return {"deployment": seat_manifests.deployment(sandbox, ana, entry),
+    trust = seat_manifests.GatewayTrust.of(cfg.gateway.kubernetes)
+    entry = seat_manifests.wiring(ana, SEATS_GATEWAY_URL, cfg.harnesses, None)
+    check_entry = seat_manifests.wiring(check, SEATS_GATEWAY_URL, cfg.harnesses, None)
+    return {"deployment": seat_manifests.deployment(sandbox, ana, entry, trust),
             "secret": seat_manifests.key_secret(sandbox, ana),
-            "check": seat_manifests.dialect_check_job(sandbox, check, check_entry)}
+            "check": seat_manifests.dialect_check_job(sandbox, check, check_entry, trust)}
 
 
 def test_a_harness_bump_rolls_the_seat_naming_the_version_and_the_working_copy_it_loses():

@@ -64,15 +64,27 @@ class Recorder:
         return 200, {}, b"{}"
 
 
-def test_the_service_proxy_sends_the_key_in_the_header_the_api_server_lets_through():
+def proxy_to(scheme: str) -> ServiceProxy:
     proxy = ServiceProxy.__new__(ServiceProxy)
     proxy.api, proxy.namespace, proxy.service = Recorder(), "spear-gateway", "spear-gateway"
-    proxy.key_header, proxy.where = "x-litellm-api-key", "here"
+    proxy.key_header, proxy.where, proxy.scheme = "x-litellm-api-key", "here", scheme
+    return proxy
+
+
+def test_the_service_proxy_sends_the_key_in_the_header_the_api_server_lets_through():
+    proxy = proxy_to("http")
     proxy.http(4000, "GET", "/key/info?key=abc", headers={"Authorization": "Bearer sk-master"})
     [(method, path, headers)] = proxy.api.sent
     assert (method, path) == ("GET", "/api/v1/namespaces/spear-gateway/services/"
                                      "spear-gateway:4000/proxy/key/info?key=abc")
     assert headers == {"x-litellm-api-key": "Bearer sk-master"}
+
+
+def test_the_service_proxy_names_https_for_a_gateway_that_serves_tls():
+    proxy = proxy_to("https")
+    proxy.http(4000, "GET", "/health/liveliness")
+    [(_, path, _)] = proxy.api.sent
+    assert path == "/api/v1/namespaces/spear-gateway/services/https:spear-gateway:4000/proxy/health/liveliness"
 
 
 def test_a_check_starts_from_the_cluster_when_it_has_one_else_from_its_host():

@@ -15,7 +15,7 @@ from components.gateway.render import coder_window
 from config.schema import parse
 from spear import harness
 from spear.seats import image_digest_problem, is_credential_name, pod_spec, seat_problems
-from tests.support.config_cases import SEAT_IMAGE, seats_raw
+from tests.support.config_cases import SEAT_IMAGE, SEATS_GATEWAY_URL, seats_raw
 
 ALL_HARNESSES = {f"seat-{h}": {"developer": "ana", "harness": h} for h in harness.HARNESSES}
 
@@ -25,8 +25,9 @@ def rendered(seat_name: str = "ana-codex", **seats: Any) -> dict[str, Any]:
     cfg = parse(seats_raw(**seats))
     sandbox = cfg.vllm_fleet.agent_sandbox
     seat = sandbox.seats[seat_name]
-    entry = manifests.wiring(seat, "http://10.20.0.10:4000", cfg.harnesses, coder_window(cfg))
-    return manifests.deployment(sandbox, seat, entry)["spec"]["template"]["spec"]
+    entry = manifests.wiring(seat, SEATS_GATEWAY_URL, cfg.harnesses, coder_window(cfg))
+    return manifests.deployment(sandbox, seat, entry, manifests.GatewayTrust.of(
+        cfg.gateway.kubernetes))["spec"]["template"]["spec"]
 
 
 def harness_container(spec: dict[str, Any]) -> dict[str, Any]:
@@ -114,8 +115,10 @@ MISSING = [
         _append(("volumes",), {"name": "cache", "emptyDir": {}}),
         _append(HARNESS_MOUNTS, {"name": "cache", "mountPath": "/cache", "readOnly": True})),
      "volume 'cache' is emptyDir: only the workspace volume (emptyDir or persistentVolumeClaim)"),
-    ("the-wiring-writable", _delete((*HARNESS_MOUNTS, 1, "readOnly")),
+    ("the-wiring-writable", _delete((*HARNESS_MOUNTS, 2, "readOnly")),
      "mounts 'wiring' at '/workspace/.home/.codex/config.toml' writable"),
+    ("the-gateways-root-writable", _delete((*HARNESS_MOUNTS, 1, "readOnly")),
+     "mounts 'gateway-ca' at '/etc/spear-fleet/gateway-ca.pem' writable"),
     ("the-workspace-over-the-image", _set((*HARNESS_MOUNTS, 0, "mountPath"), "/usr"),
      "mounts 'workspace' at '/usr' writable: only the workspace volume at /workspace may be"),
     ("a-service-account-token-projected", _append(("volumes",), {"name": "token", "projected": {

@@ -1,8 +1,8 @@
 //go:build tools
 
-// The node's container runtime and network plugins (localhosts/kubebuild.py builds them): one
-// module graph, so the packages they share compile once. runc needs cgo and libseccomp; the rest
-// are static.
+// The node's container runtime, network plugins and NetworkPolicy enforcer (localhosts/kubebuild.py
+// builds them): one module graph, so the packages they share compile once. runc needs cgo and
+// libseccomp; the rest are static.
 package tools
 
 import (
@@ -14,4 +14,5 @@ import (
 	_ "github.com/containernetworking/plugins/plugins/main/loopback"
 	_ "github.com/containernetworking/plugins/plugins/meta/portmap"
 	_ "github.com/opencontainers/runc"
+	_ "sigs.k8s.io/kube-network-policies/cmd"
 )
