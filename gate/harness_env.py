@@ -1,6 +1,6 @@
 """scripts/harness-env: one developer's wiring for one coding harness (spear/harness.py), read
 from the stack's secret `harnesses` output with pulumi, printed as eval-able exports; `--write`
-also writes the harness's config file."""
+also writes the harness's config file and, for a gateway with a private root, that root."""
 
 from __future__ import annotations
 
@@ -40,17 +40,30 @@ def choose(harnesses: Mapping[str, Any], developer: str, harness: str) -> dict[s
     return harnesses[developer][harness]
 
 
-def instructions(entry: Mapping[str, Any], written: str | None = None) -> str:
-    """What the command prints: eval-able exports, then the rest as shell comments (for a config
+def for_this_user(entry: Mapping[str, Any]) -> dict[str, Any]:
+    """The entry with `~/` in its variables expanded: the stack names the gateway's root at a
+    path under the developer's home, which it does not know, and no harness expands `~`."""
+    env = {name: os.path.expanduser(value) if value.startswith("~/") else value
+           for name, value in entry["env"].items()}
+    return {**entry, "env": env}
+
+
+def files(entry: Mapping[str, Any]) -> list[Mapping[str, str]]:
+    """The files the harness needs: its config file, the gateway's root certificate."""
+    return [entry[kind] for kind in ("file", "ca") if entry.get(kind)]
+
+
+def instructions(entry: Mapping[str, Any], written: list[str] | None = None) -> str:
+    """What the command prints: eval-able exports, then the rest as shell comments (for each
     file, where it goes and its content, or that it was written; how to install the stack's
     version of the harness and run it)."""
-    lines = [shell_exports(entry).rstrip("\n")]
-    file = entry.get("file")
-    if file and written:
-        lines.append(f"# wrote {written}")
-    elif file:
-        lines.append(f"# {file['path']} (write it with --write), with this content:")
-        lines += [f"#   {line}" if line else "#" for line in file["content"].splitlines()]
+    lines = [shell_exports(for_this_user(entry)).rstrip("\n")]
+    if written:
+        lines += [f"# wrote {path}" for path in written]
+    else:
+        for file in files(entry):
+            lines.append(f"# {file['path']} (write it with --write), with this content:")
+            lines += [f"#   {line}" if line else "#" for line in file["content"].splitlines()]
     lines.append(f"# install it: {entry['install']}")
     lines.append(f"# then run: {entry['run']}")
     return "\n".join(lines) + "\n"
@@ -91,7 +104,8 @@ def main(argv: list[str] | None = None,
     parser.add_argument("--stack", help="the stack (default: the selected one)")
     parser.add_argument("--write", action="store_true",
                         help="write the harness's config file too (Codex: ~/.codex/config.toml,"
-                             " Qwen-Code: ~/.qwen/settings.json)")
+                             " Qwen-Code: ~/.qwen/settings.json) and the gateway's root"
+                             " certificate when it has a private one")
     parser.add_argument("--outputs-json", metavar="FILE",
                         help="the output of `pulumi stack output harnesses --show-secrets --json`"
                              " (default: run it)")
@@ -104,7 +118,7 @@ def main(argv: list[str] | None = None,
         except ValueError:
             raise HarnessError("the stack's harnesses output is not JSON (is the gateway up?)", 1)
         entry = choose(harnesses, args.developer, args.harness)
-        written = write_file(entry["file"]) if args.write and entry.get("file") else None
+        written = [write_file(file) for file in files(entry)] if args.write else None
     except HarnessError as error:
         print(f"harness-env: {error}", file=sys.stderr)
         return error.code

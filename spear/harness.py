@@ -62,14 +62,19 @@ def install_command(harness: str, version: str) -> str:
 # too); OpenHands' httpx has only SSL_CERT_FILE, which replaces the default roots.
 CA_FILE_ENV = {QWEN_CODE: "NODE_EXTRA_CA_CERTS", CLAUDE_CODE: "NODE_EXTRA_CA_CERTS",
                CODEX: "CODEX_CA_CERTIFICATE", OPENHANDS: "SSL_CERT_FILE"}
+# Where a developer's machine keeps that root: `scripts/harness-env --write` puts it there.
+DEVELOPER_CA_FILE = "~/.config/spear-fleet/gateway-ca.pem"
 
 
 def wiring(gateway_url: str, key: str, model: str, versions: dict[str, str],
-           window: Window | None, ca_file: str | None = None) -> dict[str, dict[str, Any]]:
+           window: Window | None, ca_file: str | None = None,
+           root_pem: str | None = None) -> dict[str, dict[str, Any]]:
     """harness -> {"env": {...}, "run": how to start it, "version", "install": the command that
     installs that version, "file": {path, content} or absent}. `window` None: the stack knows
     no upstream's window, and each harness keeps its own default. `ca_file`: where the gateway's
-    root certificate is, for a gateway whose certificate the system's roots do not sign."""
+    root certificate is, for a gateway whose certificate the system's roots do not sign;
+    `root_pem`: that certificate, which each entry then carries ("ca": {path, content}) for a
+    developer's machine to write there (a seat mounts it instead)."""
     v1 = f"{gateway_url}/v1"
     codex_toml = (f'model = "{model}"\nmodel_provider = "owned"\n'
                   + (f"model_context_window = {window.context}\n" if window else "")
@@ -124,6 +129,8 @@ def wiring(gateway_url: str, key: str, model: str, versions: dict[str, str],
     for harness, entry in entries.items():
         if ca_file:
             entry["env"][CA_FILE_ENV[harness]] = ca_file
+        if ca_file and root_pem:
+            entry["ca"] = {"path": ca_file, "content": root_pem}
         entry["version"] = versions[harness]
         entry["install"] = install_command(harness, versions[harness])
     return entries

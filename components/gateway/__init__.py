@@ -203,8 +203,10 @@ class DeveloperAccess:
              port: int, url: str, master_key: pulumi.Input[str], database: pulumi.Input[str],
              developers: dict[str, Developer], route_tracks: dict[str, str | None],
              harnesses: HarnessPins, started_at: pulumi.Input[Any],
-             after: list[pulumi.Resource]) -> DeveloperAccess:
-        """`vantage`: {"connection": the gateway host's login} or {"cluster": its Service's}."""
+             after: list[pulumi.Resource], root_pem: str | None = None) -> DeveloperAccess:
+        """`vantage`: {"connection": the gateway host's login} or {"cluster": its Service's};
+        `root_pem`: the root a TLS gateway's certificate chains to, which developers' harnesses
+        are told to trust."""
         keys = {dev: GatewayKey(f"{name}-key-{dev}", GatewayKeyArgs(
             **vantage, address=address, port=port, master_key=master_key, developer=developer,
             database=database,
@@ -216,7 +218,8 @@ class DeveloperAccess:
             routes=ring_routes(developers[dev].ring, route_tracks),
         ), pulumi.ResourceOptions(parent=parent, depends_on=[key])) for dev, key in keys.items()}
         wiring = {dev: pulumi.Output.secret(key.key).apply(
-            lambda k: harness.wiring(url, k, CODER_MODEL, harnesses.versions, harnesses.window))
+            lambda k: harness.wiring(url, k, CODER_MODEL, harnesses.versions, harnesses.window,
+                                     harness.DEVELOPER_CA_FILE if root_pem else None, root_pem))
             for dev, key in keys.items()}
         return cls(keys, smoke_tests, wiring, harnesses)
 

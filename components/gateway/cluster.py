@@ -156,7 +156,8 @@ class ClusterGateway(pulumi.ComponentResource):
             port=cfg.port, url=url, master_key=args.master_key,
             database=pulumi.Output.secret(args.database_url).apply(content_digest),
             developers=args.developers, route_tracks=fleet.route_tracks(),
-            harnesses=args.harnesses, started_at=self.rollout.generation, after=[self.rollout, self.service])
+            harnesses=args.harnesses, started_at=self.rollout.generation,
+            after=[self.rollout, self.service], root_pem=place.tls.root_pem if place.tls else None)
         self.harnesses = self.access.harnesses
         # Where the cluster's own pods (the agent seats) reach it: by its TLS name, which their
         # host aliases resolve to the fixed cluster IP; without TLS (and so without seats), the

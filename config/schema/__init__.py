@@ -10,7 +10,6 @@ the others from `common`. The keys are documented in `stacks/Pulumi.prod.yaml`
 from __future__ import annotations
 
 import dataclasses
-import ipaddress
 from collections.abc import Mapping
 from typing import Any
 
@@ -91,33 +90,26 @@ def parse(raw: Mapping[str, Any], deployed_rollout: Any = None) -> FleetConfig:
 def _sandbox_gateway(check: Checker, the_gateway: Gateway | None,
                      sandbox: AgentSandbox) -> EgressTarget | None:
     """Where the agent sandbox reaches the gateway, from the gateway's own settings (typed once):
-    in the cluster, its pods on their port; on a host, the address it listens on. None when a
-    pod cannot reach it (no gateway, or one on loopback); seats then have no way to it."""
+    its pods on their port. None without an in-cluster gateway: a gateway host listens on
+    loopback only, which no pod reaches; seats then have no way to it."""
     if the_gateway is None:
         return None
     cluster = the_gateway.kubernetes
     if sandbox.seats and (cluster is None or cluster.tls is None):
         # Plain HTTP only on loopback: a seat's requests carry its developer's key across the
-        # pod network. A gateway host serves plain HTTP only.
+        # pod network.
         check.report("gateway.kubernetes.tls", "nothing", "the gateway's TLS name and"
                      " certificate, required with agent seats: a seat reaches the gateway by"
                      " name over TLS (gateway.kubernetes.tls.name, gatewayTlsCertificate,"
                      " gatewayTlsKey)")
-    if cluster is not None:
-        if sandbox.seats and cluster.service_ip is None:
-            check.report("gateway.kubernetes.serviceIP", "nothing", "the gateway Service's fixed"
-                         " cluster IP, required with agent seats: the sandbox has no DNS, so a"
-                         " seat resolves the gateway's TLS name to that address")
-        return EgressTarget("gateway", None, (the_gateway.port,),
-                            pods=(cluster.namespace, tuple(sorted(GATEWAY_POD_LABELS.items()))))
-    address = ipaddress.ip_address(the_gateway.host)
-    if address.is_loopback or address.is_unspecified:
-        if sandbox.seats:
-            check.fail("gateway.listen.host", the_gateway.host, "an address of the gateway host"
-                         " that the cluster's pods reach, required with agent seats (a seat's"
-                         " egress is allowed to exactly that address)")
+    if cluster is None:
         return None
-    return EgressTarget("gateway", str(ipaddress.ip_network(address)), (the_gateway.port,))
+    if sandbox.seats and cluster.service_ip is None:
+        check.report("gateway.kubernetes.serviceIP", "nothing", "the gateway Service's fixed"
+                     " cluster IP, required with agent seats: the sandbox has no DNS, so a"
+                     " seat resolves the gateway's TLS name to that address")
+    return EgressTarget("gateway", None, (the_gateway.port,),
+                        pods=(cluster.namespace, tuple(sorted(GATEWAY_POD_LABELS.items()))))
 
 
 def _check_receipts(check: Checker, gate: RolloutGate, master_key: Any) -> None:

@@ -23,11 +23,14 @@ from config.types import (DATABASE_LOCATIONS, EXTERNAL_DATABASE, FRONTIER_API_KE
                           GatewayDatabase, Hatch, PackageSource, Pricing)
 from config import tls
 from spear.rules import (BACKUP_DUMP, BACKUP_DUMP_TEXT, FLEET_UPSTREAM, alert_below_cap,
-                         image_pin_problem)
+                         image_pin_problem, is_loopback)
 
 KEYS = ("gateway", GATEWAY_MASTER_KEY, FRONTIER_API_KEY, GATEWAY_DATABASE_URL,
         GATEWAY_TLS_CERTIFICATE, GATEWAY_TLS_KEY)
 OBJECT_KEYS = ("gateway",)
+LOOPBACK_LISTEN_TEXT = ("a loopback address such as 127.0.0.1 (a gateway host serves plain HTTP:"
+                        " developers reach it through its SSH tunnel; a gateway others reach by"
+                        " name over TLS runs in the cluster, gateway.kubernetes.tls)")
 SECRET_NAMES = (GATEWAY_MASTER_KEY, FRONTIER_API_KEY, GATEWAY_DATABASE_URL)
 TLS_SECRETS = (GATEWAY_TLS_CERTIFICATE, GATEWAY_TLS_KEY)  # PEM text, checked with gateway.kubernetes.tls
 
@@ -116,8 +119,11 @@ def parse(check: Checker, value: Any, secret_values: Mapping[str, Any], ssh_keys
     listen = check.obj("gateway.listen", get(gateway, "listen"), ("host", "port"), required=False)
     host = port = None
     if listen is not None:
-        host = check.text("gateway.listen.host", get(listen, "host"), ip_address,
-                          "an IP address on the gateway host", default="127.0.0.1")
+        # Plain HTTP only on loopback: a gateway host serves plain HTTP, and every request
+        # carries a developer's key. Others reach it through its SSH tunnel.
+        host = check.text("gateway.listen.host", get(listen, "host"),
+                          lambda v: v if ip_address(v) and is_loopback(v) else None,
+                          LOOPBACK_LISTEN_TEXT, default="127.0.0.1")
         port = check.port("gateway.listen.port", get(listen, "port"), DEFAULT_PORT)
     version, packages = _litellm(check, get(gateway, "litellm"))
     # Whether the stack set the URL at all: a malformed one is reported once, as malformed.

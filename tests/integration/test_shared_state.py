@@ -116,7 +116,8 @@ def test_a_second_up_beside_a_running_one_is_refused_naming_the_lock_and_nothing
 
 
 def test_an_up_killed_mid_update_leaves_its_lock_which_pulumi_cancel_clears(project, s3):
-    set_round(project, 3, 20)
+    # A step that cannot finish before the kill, however slow the machine is to see it start.
+    set_round(project, 3, 3600)
     update = project.start_up(STACK)
     wait_for_lock(s3)
     # The step is in flight once the state says so (a loaded machine may take seconds to start it).

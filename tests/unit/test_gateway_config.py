@@ -11,6 +11,7 @@ import pytest
 
 from config.checker import ConfigError
 from config.schema import parse
+from config.schema.gateway import LOOPBACK_LISTEN_TEXT
 from config.types import (EXTERNAL_DATABASE, FRONTIER_API_KEY, GATEWAY_MASTER_KEY, ApiKey,
                           DatabaseBackupPlan, PackageSource)
 from tests.support.config_cases import (DELETE, FRONTIER_KEY, GATEWAY, GATEWAY_SECRETS as SECRETS,
@@ -109,7 +110,12 @@ BAD = [
     ("gateway-ssh-missing", changed(gateway_raw(), (*GATEWAY, "ssh"), DELETE),
      "gateway.ssh", "an object with keys host, port, user, privateKeyPath, hostKey (required)"),
     ("listen-host", changed(gateway_raw(), (*GATEWAY, "listen", "host"), "gateway"),
-     "gateway.listen.host", "an IP address on the gateway host"),
+     "gateway.listen.host", "a loopback address such as 127.0.0.1 (a gateway host serves plain"
+     " HTTP: developers reach it through its SSH tunnel; a gateway others reach by name over"
+     " TLS runs in the cluster, gateway.kubernetes.tls)"),
+    # Plain HTTP only on loopback.
+    ("listen-host-off-loopback", changed(gateway_raw(), (*GATEWAY, "listen", "host"), "10.20.0.10"),
+     "gateway.listen.host", LOOPBACK_LISTEN_TEXT),
     ("master-key-missing", changed(gateway_raw(), (GATEWAY_MASTER_KEY,), DELETE),
      GATEWAY_MASTER_KEY, "a secret (required with gateway): pulumi config set --secret"
      " gatewayMasterKey < file"),

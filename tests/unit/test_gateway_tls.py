@@ -13,9 +13,12 @@ from components.gateway import cluster_manifests, metrics_target
 from components.vllm_fleet import monitoring
 from config.checker import ConfigError
 from config.schema import parse
+from config.tls import root_certificate
+from spear import harness
 from tests.support import tls
-from tests.support.config_cases import (SEATS_GATEWAY_NAME, SEATS_TLS_CERTIFICATE,
-                                        problem_line, seats_raw)
+from tests.support.config_cases import (SEAT_SECRETS, SEATS_GATEWAY_NAME, SEATS_GATEWAY_URL,
+                                        SEATS_TLS_CERTIFICATE, problem_line, seats_raw)
+from tests.unit.test_gateway_components import run_program
 
 
 def problems(raw) -> str:
@@ -107,3 +110,14 @@ def test_prometheus_scrapes_the_pods_over_https_checking_the_name_against_the_ro
     [endpoint] = monitor["spec"]["podMetricsEndpoints"]
     assert endpoint["scheme"] == "https"
     assert endpoint["tlsConfig"]["serverName"] == SEATS_GATEWAY_NAME
+
+
+def test_developers_wiring_names_the_gateway_by_its_tls_name_and_carries_its_root():
+    program = run_program(seats_raw(), SEAT_SECRETS)
+    codex = program.exported["harnesses:ana"]["codex"]
+    assert program.secret["harnesses:ana"]
+    assert f'base_url = "{SEATS_GATEWAY_URL}/v1"' in codex["file"]["content"]
+    # scripts/harness-env --write puts the root where the variable says (tests/unit/test_harness_env.py).
+    assert codex["env"]["CODEX_CA_CERTIFICATE"] == harness.DEVELOPER_CA_FILE
+    assert codex["ca"] == {"path": harness.DEVELOPER_CA_FILE,
+                           "content": root_certificate(SEATS_TLS_CERTIFICATE)}

@@ -11,9 +11,11 @@ import tomllib
 
 import pytest
 
+from config.tls import root_certificate
 from gate import harness_env
 from spear import harness
 from tests.support.stack_files import REPO
+from tests.support.tls import issue
 
 URL = "http://127.0.0.1:4000"
 KEY = "sk-ana-virtual-key"
@@ -52,6 +54,27 @@ def test_codex_prints_where_its_config_goes_and_the_content_as_comments(outputs,
     assert '#   wire_api = "responses"\n' in out
     # Still eval-able: everything but the exports is a comment.
     subprocess.run(["bash", "-n", "-c", out], check=True)
+
+
+def test_a_gateway_with_a_private_root_is_trusted_from_the_file_write_puts_under_home(
+        tmp_path, capsys, monkeypatch):
+    root = root_certificate(issue("gateway.spear.internal")[0])
+    path = tmp_path / "harnesses.json"
+    path.write_text(json.dumps({"ana": harness.wiring(
+        "https://gateway.spear.internal:4000", KEY, "coder", harness.DEFAULT_VERSIONS, WINDOW,
+        harness.DEVELOPER_CA_FILE, root)}))
+    monkeypatch.setenv("HOME", str(tmp_path))
+    ca = tmp_path / ".config" / "spear-fleet" / "gateway-ca.pem"
+    code, out, _ = run(capsys, "ana", "claude-code", "--outputs-json", str(path))
+    assert code == 0 and not ca.exists()
+    # The variable names the file for this user (no harness expands ~); the root is printed.
+    assert f"export NODE_EXTRA_CA_CERTS={ca}\n" in out
+    assert ("# ~/.config/spear-fleet/gateway-ca.pem (write it with --write), with this content:\n"
+            "#   -----BEGIN CERTIFICATE-----\n") in out
+    subprocess.run(["bash", "-n", "-c", out], check=True)
+    code, out, _ = run(capsys, "ana", "codex", "--write", "--outputs-json", str(path))
+    assert code == 0 and f"# wrote {ca}\n" in out and ca.read_text() == root
+    assert f"export CODEX_CA_CERTIFICATE={ca}\n" in out
 
 
 def test_codex_write_puts_the_config_file_in_place(outputs, capsys, tmp_path, monkeypatch):

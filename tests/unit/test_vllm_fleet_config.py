@@ -14,7 +14,7 @@ from components.vllm_fleet import manifests
 from config.checker import ConfigError
 from config.load import StackConfigError, load
 from config.schema import parse
-from config.types import EgressTarget, Kubeconfig, Prometheus, ServingPair, Vllm
+from config.types import Kubeconfig, Prometheus, ServingPair, Vllm
 from spear.vllm import command_line as vllm_command_line
 from tests.support.config_cases import (CANARY_PAIR, DELETE, FLEET, FLEET_SECRETS as SECRETS,
                                         NEXT_REVISION, REVISION, STABLE_PAIR, allowed_for, changed,
@@ -250,29 +250,22 @@ def test_a_rollback_to_the_previous_pair_needs_no_record():
     assert fleet.stable == fleet.previous
 
 
-def host_gateway_raw(host: str, **seats: Any) -> dict[str, Any]:
-    """The test fleet beside prod's gateway host, listening on `host`; `seats` in its sandbox."""
+def host_gateway_raw(**seats: Any) -> dict[str, Any]:
+    """The test fleet beside prod's gateway host (on loopback); `seats` in its sandbox."""
     raw = seats_raw(**seats) if seats else fleet_raw()
     gateway = gateway_raw()["gateway"]
-    raw["gateway"] = {**gateway, "listen": {"host": host, "port": 4000}}
+    raw["gateway"] = {**gateway, "listen": {"host": "127.0.0.1", "port": 4000}}
     raw["sshPrivateKeys"]["gateway"] = DUMMY_KEY
     for key in ("gatewayDatabaseUrl", "gatewayTlsCertificate", "gatewayTlsKey"):
         raw.pop(key, None)
     return {**raw, "gatewayMasterKey": MASTER_KEY, "frontierApiKey": FRONTIER_KEY}
 
 
-def test_the_sandbox_reaches_a_host_gateway_at_its_listen_address_taken_from_the_gateway():
-    sandbox = parse(host_gateway_raw("10.20.0.10")).vllm_fleet.agent_sandbox
-    assert sandbox.gateway == EgressTarget("gateway", "10.20.0.10/32", (4000,))
-    assert manifests.allow_egress(sandbox)["spec"]["egress"][0] == {
-        "to": [{"ipBlock": {"cidr": "10.20.0.10/32"}}], "ports": [{"protocol": "TCP", "port": 4000}]}
-
-
-def test_a_gateway_on_loopback_is_no_way_out_and_seats_need_a_gateway_serving_tls_by_name():
-    assert parse(host_gateway_raw("127.0.0.1")).vllm_fleet.agent_sandbox.gateway is None
+def test_a_gateway_host_is_no_way_out_and_seats_need_a_gateway_serving_tls_by_name():
+    assert parse(host_gateway_raw()).vllm_fleet.agent_sandbox.gateway is None
     # Plain HTTP only on loopback: a gateway host serves plain HTTP, so seats cannot use one.
     with pytest.raises(ConfigError) as error:
-        parse(host_gateway_raw("10.20.0.10", **{"ana-codex": {"developer": "ana", "harness": "codex"}}))
+        parse(host_gateway_raw(**{"ana-codex": {"developer": "ana", "harness": "codex"}}))
     assert problem_line(error.value, "gateway.kubernetes.tls").endswith(
         "got nothing; allowed: the gateway's TLS name and certificate, required with agent seats:"
         " a seat reaches the gateway by name over TLS (gateway.kubernetes.tls.name,"
