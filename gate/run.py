@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import ssl
 import sys
 import threading
 import time
@@ -56,6 +57,13 @@ FILLER = " the"
 class Endpoint:
     base_url: str  # up to and without /v1
     key: str
+    # The root a TLS gateway's certificate chains to (its `gateway` output's tls.root): trusted
+    # instead of the system's, which do not sign a private one. None: the system's roots.
+    root_pem: str | None = None
+
+    def _open(self, request: urllib.request.Request, timeout: float):
+        context = ssl.create_default_context(cadata=self.root_pem) if self.root_pem else None
+        return urllib.request.urlopen(request, timeout=timeout, context=context)
 
     def _request(self, path: str, body: dict[str, Any] | None) -> urllib.request.Request:
         data = None if body is None else json.dumps(body).encode()
@@ -67,8 +75,8 @@ class Endpoint:
         """(status, the JSON answer or its text when it is not JSON, the gateway's receipt as
         JSON or None)."""
         try:
-            with urllib.request.urlopen(self._request("/v1/chat/completions", body),
-                                        timeout=REQUEST_TIMEOUT) as resp:
+            with self._open(self._request("/v1/chat/completions", body),
+                            REQUEST_TIMEOUT) as resp:
                 status, raw, receipt = resp.status, resp.read(), _receipt(resp.headers)
         except urllib.error.HTTPError as error:
             status, raw, receipt = error.code, error.read(), None
@@ -83,8 +91,8 @@ class Endpoint:
         sent = time.monotonic()
         chunks, text = [], []
         try:
-            with urllib.request.urlopen(self._request("/v1/chat/completions", {**body, "stream": True}),
-                                        timeout=REQUEST_TIMEOUT) as resp:
+            with self._open(self._request("/v1/chat/completions", {**body, "stream": True}),
+                            REQUEST_TIMEOUT) as resp:
                 for line in _sse_data(resp):
                     if line == "[DONE]":
                         break
@@ -101,7 +109,7 @@ class Endpoint:
         the key may not read it). Newer releases say it only on the authenticated details path."""
         for path in ("/health/readiness/details", "/health/readiness"):
             try:
-                with urllib.request.urlopen(self._request(path, None), timeout=10) as resp:
+                with self._open(self._request(path, None), 10) as resp:
                     version = json.load(resp).get("litellm_version")
             except (OSError, ValueError):
                 continue
@@ -252,10 +260,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         stack = stacks.load(args.stack)
-        stable = Track(Endpoint(stack.gateway_url, stack.keys[STABLE]), args.stable,
-                       stack.key_owners[STABLE])
-        candidate = Track(Endpoint(stack.gateway_url, stack.keys[CANARY]), args.candidate,
-                          stack.key_owners[CANARY])
+
+        def endpoint(track: str) -> Endpoint:
+            return Endpoint(stack.gateway_url, stack.keys[track], stack.gateway_root)
+
+        stable = Track(endpoint(STABLE), args.stable, stack.key_owners[STABLE])
+        candidate = Track(endpoint(CANARY), args.candidate, stack.key_owners[CANARY])
         pin = stack.candidate_pin(candidate.endpoint.gateway_version())
         name = args.name or f"{pin.engine_version}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
         evidence = run(stable, candidate, stack.policy, pin, stack.tasks, stack.arrivals,

@@ -38,6 +38,7 @@ class GateStack:
     arrivals: tuple[trace.Arrival, ...]
     canary: rollout_gate.Pair  # as deployed
     gateway_url: str
+    gateway_root: str | None  # the root a TLS gateway's certificate chains to
     keys: dict[str, str]  # track -> the key its requests are sent with
     key_owners: dict[str, str]  # track -> the developer who owns that key
 
@@ -99,6 +100,7 @@ def load(stack: str) -> GateStack:
     return GateStack(policy=policy, records=Path(records), tasks=tasks,
                      arrivals=trace.parse(json.loads(trace_file)),
                      canary=deployed_canary(get(fleet, "canary"), stack),
-                     gateway_url=gateway["url"].rstrip("/"), keys=keys, key_owners=owners,
+                     gateway_url=gateway["url"].rstrip("/"),
+                     gateway_root=(gateway.get("tls") or {}).get("root"), keys=keys, key_owners=owners,
                      installed_version=gateway.get("litellm_version"),
                      harness_versions=gateway.get("harness_versions") or {})

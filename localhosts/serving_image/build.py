@@ -49,6 +49,12 @@ MAX_CTX = 65536
 # The tiny models' trained length and architecture: llama-server caps each slot at the trained
 # length unless told to stretch it (the stand-in then passes the YaRN flags serve.sh does).
 NATIVE = {"native_ctx": tiny_model.CONTEXT_LENGTH, "arch": "llama"}
+# Held to a harness's tools (llama-server's grammar), the smoke model's tool call names one of
+# them and fills its arguments at random: with one seed for every request, a harness version
+# makes the same call every run, so its turn (and its dialect check) does not pass or fail by
+# luck. Its tool list still decides the call; the four pinned versions each complete a turn
+# with this seed (tests/integration/test_gateway_in_cluster.py).
+SAMPLING = ["--seed", "1234"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -63,7 +69,7 @@ def standin_config(models: dict[str, Path]) -> dict:
         "llama_server": f"{LLAMA_DIR}/llama-server",
         "host": "0.0.0.0",
         "models": {
-            STABLE_MODEL: {"gguf": smoke, "flags": [], "max_ctx": MAX_CTX, **NATIVE},
+            STABLE_MODEL: {"gguf": smoke, "flags": SAMPLING, "max_ctx": MAX_CTX, **NATIVE},
             # chatml: a template without tools, so llama-server extracts no tool call.
             NO_TOOL_TEMPLATE_MODEL: {"gguf": f"{MODELS_DIR}/{models['no_tool_template'].name}",
                                      "flags": ["--chat-template", "chatml"], "max_ctx": MAX_CTX,

@@ -54,6 +54,14 @@ RECENT_REQUESTS = 200
 HEALTH_POLL_SECONDS = 0.2
 
 
+def stretched(native, window, arch):
+    """llama-server's flags for a window past the model's trained length, as
+    hosts/inference/serve.sh stretches it (a real model's config carries its own rope scaling,
+    which vLLM reads)."""
+    return ["--rope-scaling", "yarn", "--rope-scale", str(window / native),
+            "--yarn-orig-ctx", str(native), "--override-kv", f"{arch}.context_length=int:{window}"]
+
+
 def positive_int(value):
     return value.isdigit() and int(value) >= 1
 
@@ -562,11 +570,7 @@ def main(argv):
                "--parallel", str(PARALLEL), *entry.get("flags", ())]
     native = entry.get("native_ctx")
     if native and max_model_len > native:
-        # A window past the model's trained length: as hosts/inference/serve.sh stretches it (a
-        # real model's config carries its own rope scaling, which vLLM reads).
-        command += ["--rope-scaling", "yarn", "--rope-scale", str(max_model_len / native),
-                    "--yarn-orig-ctx", str(native),
-                    "--override-kv", f"{entry['arch']}.context_length=int:{max_model_len}"]
+        command += stretched(native, max_model_len, entry["arch"])
     print(f"vllm (stand-in): serving {model} at {flags['--revision']} as {served} on"
           f" {front.server_address[0]}:{port} through llama-server on 127.0.0.1:{llama_port}",
           file=sys.stderr, flush=True)

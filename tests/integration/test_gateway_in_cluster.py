@@ -239,13 +239,21 @@ def in_flight(db) -> int:
 
 
 def failed_checks(client) -> str:
-    """What each failed dialect check's harness printed: the `up` says only its exit status."""
-    pods = client.get(f"/api/v1/namespaces/{SANDBOX_NS}/pods?labelSelector="
-                      f"{urllib.parse.quote(seats.DIALECT_CHECK)}")["items"]
-    return "".join(f"\n--- {pod['metadata']['name']}:\n" + str(client.request(
-        "GET", f"/api/v1/namespaces/{SANDBOX_NS}/pods/{pod['metadata']['name']}/log"
-               "?container=harness&tailLines=60")[1])
-        for pod in pods if pod["status"].get("phase") == "Failed")
+    """What each failed dialect check's harness printed (the `up` says only its exit status)
+    and, when one failed, what the gateway's pods logged: a harness may print only the status
+    it got (Codex says "high demand" for any 500)."""
+    def log(namespace: str, pod: str, container: str, lines: int) -> str:
+        return f"\n--- {pod} ({container}):\n" + str(client.request(
+            "GET", f"/api/v1/namespaces/{namespace}/pods/{pod}/log?container={container}"
+                   f"&tailLines={lines}")[1])
+
+    failed = [pod["metadata"]["name"] for pod in client.get(
+        f"/api/v1/namespaces/{SANDBOX_NS}/pods?labelSelector="
+        f"{urllib.parse.quote(seats.DIALECT_CHECK)}")["items"]
+        if pod["status"].get("phase") == "Failed"]
+    return "".join([*(log(SANDBOX_NS, pod, "harness", 60) for pod in failed),
+                    *(log(GATEWAY_NS, pod["metadata"]["name"], "litellm", 80)
+                      for pod in (gateway_pods(client) if failed else []))])
 
 
 def test_up_runs_two_proven_replicas_on_one_database_and_every_developer_is_served_by_the_fleet(
@@ -353,8 +361,9 @@ def test_each_seat_runs_as_user_1000_on_a_read_only_root_with_no_token_and_only_
 # The fleet's scripted model answers a request that offers tools with a tool call; the harness
 # runs it and sends the result, and the model then answers (tiny_model.SMOKE_ANSWER): two
 # requests. Held to the tools the harness offers (llama-server's grammar), the call names one of
-# them at random, and OpenHands ends its turn at once when that is its `finish` tool (about one
-# run in six): one request, and the finish call in its --json events instead of an answer.
+# them, drawn at random but the same every run (the serving image's seed). Were that OpenHands'
+# `finish` tool, its turn would end at once: one request, and the finish call in its --json
+# events instead of an answer.
 FINISHED = '"kind": "FinishAction"'
 
 

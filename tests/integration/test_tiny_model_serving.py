@@ -13,6 +13,7 @@ from spear.probes import READ_FILE_TOOL
 from spear.smoke import SYSTEM_PROMPT
 from localhosts import tiny_model
 from localhosts.processes import free_port
+from localhosts.serving_image import build as serving_build, vllm_standin
 from tests.support.served_llama import llama_server, request
 
 @pytest.fixture(scope="module", params=[tiny_model.SMOKE_ANSWER, tiny_model.TOOL_CALL_ANSWER],
@@ -90,3 +91,37 @@ def test_after_a_tools_result_the_scripted_model_answers_in_text_so_a_harness_tu
         choice = request(f"{base}/v1/chat/completions", body)["choices"][0]
         assert (choice["finish_reason"], choice["message"]["content"]) == ("stop", answer)
         assert not choice["message"].get("tool_calls")
+
+
+def other_tool(name: str) -> dict:
+    return {"type": "function", "function": {
+        "name": name, "description": f"The {name} tool",
+        "parameters": {"type": "object", "properties": {"text": {"type": "string"}},
+                       "required": ["text"]}}}
+
+
+def tool_calls(base: str, tools: list[dict]) -> list[list[tuple[str, str]]]:
+    """Twice one request offering `tools`: each answer's calls, (name, arguments)."""
+    body = {"messages": [{"role": "user", "content": "Read src/app.py and summarise it."}],
+            "tools": tools, "max_tokens": 128}
+    return [[(call["function"]["name"], call["function"]["arguments"]) for call in request(
+        f"{base}/v1/chat/completions", body)["choices"][0]["message"].get("tool_calls") or []]
+        for _ in range(2)]
+
+
+def test_with_the_serving_images_seed_a_harness_without_read_file_gets_the_same_call_every_time(
+        tmp_path):
+    """Offered tools it has no chain for (a harness's own), the smoke model's call is held to
+    them and picked at random: the serving image's seed makes every run of a turn the same."""
+    tools = [other_tool(name) for name in ("exec_command", "view_image", "update_plan", "finish")]
+    model = tiny_model.ensure_model(tiny_model.SMOKE_ANSWER)
+    # The tools' prompt is longer than the model's trained window: stretched as the image does.
+    window = [*vllm_standin.stretched(tiny_model.CONTEXT_LENGTH, 4096, "llama"), "--ctx-size", "4096"]
+    with llama_server(model, free_port(), tmp_path, "--jinja", *window,
+                      *serving_build.SAMPLING) as base:
+        seeded = tool_calls(base, tools)
+    assert seeded[0] and seeded[0] == seeded[1], seeded
+    assert {name for name, _ in seeded[0]} <= {"exec_command", "view_image", "update_plan", "finish"}
+    with llama_server(model, free_port(), tmp_path, "--jinja", *window) as base:
+        unseeded = tool_calls(base, tools)
+    assert unseeded[0] != unseeded[1], unseeded  # without it, each run its own call

@@ -5,19 +5,24 @@ spear-fleet gateway, tests/integration/test_vllm_fleet_on_kubernetes.py's."""
 
 from __future__ import annotations
 
+import http.server
 import json
 import os
+import ssl
 import stat
+import threading
+import urllib.error
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from config.tls import root_certificate
 from gate import run as gate_run
 from gate import stack as gate_stack
 from gate.stack import GateStack
-from tests.support import gate_records as records
+from tests.support import gate_records as records, tls
 from tests.support.config_cases import CANARY_PAIR, STABLE_PAIR
 
 
@@ -71,16 +76,19 @@ def fake_pulumi(tmp_path: Path, monkeypatch, answers: dict[str, Any]) -> None:
     monkeypatch.setenv("PATH", f"{script.parent}{os.pathsep}{os.environ['PATH']}")
 
 
-def local_stack(tmp_path, monkeypatch, canary: dict | None = None, deployed: dict | None = None):
+def local_stack(tmp_path, monkeypatch, canary: dict | None = None, deployed: dict | None = None,
+                tls_output: dict | None = None):
     """The committed local stack's config (with `canary` declared), its last update having
-    deployed `deployed` as the canary."""
+    deployed `deployed` as the canary; `tls_output`: the gateway output's `tls`, as an in-cluster
+    gateway serving TLS has it."""
     monkeypatch.chdir(records.project(tmp_path))
     config = yaml.safe_load((records.REPO / "stacks" / "Pulumi.local.yaml").read_text())["config"]
     fleet = {**config["spear-fleet:vllmFleet"], **({"canary": canary} if canary else {})}
     fake_pulumi(tmp_path, monkeypatch, {
         "harnesses": {who: {"qwen-code": {"env": {"OPENAI_API_KEY": f"sk-{who}"}}}
                       for who in config["spear-fleet:developers"]},
-        "gateway": {"url": "http://127.0.0.1:9", "litellm_version": "1.91.1"},
+        "gateway": {"url": "http://127.0.0.1:9", "litellm_version": "1.91.1",
+                    **({"tls": tls_output} if tls_output else {})},
         "vllm_fleet": {"rollout": {"stable": STABLE_PAIR, "previous": None, "canary": deployed}},
         "config": {"spear-fleet:vllmFleet": {"objectValue": fleet}},
     })
@@ -95,6 +103,14 @@ def test_the_local_stacks_own_gate_reads_its_policy_and_pins_the_canary_as_deplo
     assert loaded.records == Path("stacks/gate/local")
     assert loaded.policy.tool_call_samples == 100
     assert loaded.candidate_pin(None).pair == tuple(CANARY_PAIR[k] for k in ("tag", "model", "revision"))
+    assert loaded.gateway_root is None  # a gateway host: plain HTTP on loopback
+
+
+def test_the_gate_takes_a_tls_gateways_root_from_its_output(tmp_path, monkeypatch):
+    root = root_certificate(tls.issue("gateway.spear.internal")[0])
+    local_stack(tmp_path, monkeypatch, canary={**CANARY_PAIR, "replicas": 1}, deployed=CANARY_PAIR,
+                tls_output={"name": "gateway.spear.internal", "root": root})
+    assert gate_stack.load("local").gateway_root == root
 
 
 def test_without_a_canary_the_gate_says_what_to_do_and_sends_nothing(tmp_path, monkeypatch, capsys):
@@ -119,9 +135,47 @@ def test_a_canary_declared_but_not_deployed_is_never_pinned(tmp_path, monkeypatc
 
 def test_the_candidates_pin_holds_the_harness_versions_the_stack_pins():
     stack = GateStack(policy=None, records=Path("records"), tasks=(), arrivals=(),
-                      canary=("v0.25.0", "m", "r"), gateway_url="",
+                      canary=("v0.25.0", "m", "r"), gateway_url="", gateway_root=None,
                       keys={}, key_owners={}, installed_version="1.91.1",
                       harness_versions={"qwen-code": "0.24.4", "codex": "0.169.0"})
     pin = stack.candidate_pin(None)
     assert pin.harness_versions == (("codex", "0.169.0"), ("qwen-code", "0.24.4"))
     assert pin.gateway_version == "1.91.1"
+
+
+@pytest.fixture()
+def tls_gateway(tmp_path):
+    """An HTTPS server for `localhost` with a private root's certificate, answering chat
+    completions as the gateway does; (its URL, the root)."""
+    bundle, key = tls.issue("localhost")
+    (tmp_path / "bundle.pem").write_text(bundle)
+    (tmp_path / "key.pem").write_text(key)
+
+    class Gateway(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):
+            self.rfile.read(int(self.headers["Content-Length"]))
+            body = json.dumps({"choices": [{"message": {"content": "ok"}}]}).encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *_):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Gateway)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(tmp_path / "bundle.pem", tmp_path / "key.pem")
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"https://localhost:{server.server_address[1]}", root_certificate(bundle)
+    server.shutdown()
+
+
+def test_the_gate_trusts_a_tls_gateways_root_from_the_stack_and_nothing_else(tls_gateway):
+    url, root = tls_gateway
+    body = {"model": "coder", "messages": [{"role": "user", "content": "hi"}]}
+    status, answer, _ = gate_run.Endpoint(url, "sk-gate", root).post(body)
+    assert (status, answer["choices"][0]["message"]["content"]) == (200, "ok")
+    with pytest.raises(urllib.error.URLError, match="CERTIFICATE_VERIFY_FAILED"):
+        gate_run.Endpoint(url, "sk-gate").post(body)
