@@ -7,7 +7,8 @@ counts the calls, so a test can assert that the frontier was, or was never, call
 real API stops there); `fill_max_tokens=True` uses exactly max_tokens, so a test can make each
 answer cost exactly its worst case.
 
-Run as a script: `python -m localhosts.frontier_standin --port 8160 --api-key sk-ant-test`.
+Run as a script: `python -m localhosts.frontier_standin --port 8160 --api-key sk-ant-test`
+(`--host 0.0.0.0` in a pod). Standard library only, with localhosts/http_standin.py.
 """
 
 from __future__ import annotations
@@ -155,11 +156,14 @@ def _handler(standin: FrontierStandin) -> type[BaseHTTPRequestHandler]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--api-key", required=True)
     args = parser.parse_args()
-    with FrontierStandin(args.port, args.api_key):
-        print(f"Anthropic Messages API stand-in on http://127.0.0.1:{args.port}", flush=True)
+    standin = FrontierStandin(args.port, args.api_key)
+    standin.host = args.host
+    with standin:
+        print(f"Anthropic Messages API stand-in on http://{args.host}:{args.port}", flush=True)
         threading.Event().wait()
 
 

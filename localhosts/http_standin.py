@@ -18,14 +18,15 @@ class _Server(ThreadingHTTPServer):
 
 
 class LocalServer:
-    """A context manager serving `handler()` on 127.0.0.1:`port` until the block ends."""
+    """A context manager serving `handler()` on `host`:`port` until the block ends."""
     port: int
+    host = "127.0.0.1"  # a stand-in run in a pod listens on its address (0.0.0.0)
 
     def handler(self) -> type[BaseHTTPRequestHandler]:
         raise NotImplementedError
 
     def __enter__(self):
-        self._server = _Server(("127.0.0.1", self.port), self.handler())
+        self._server = _Server((self.host, self.port), self.handler())
         threading.Thread(target=self._server.serve_forever, daemon=True).start()
         return self
 

@@ -124,7 +124,13 @@ def test_five_concurrent_7_dollar_escalations_against_a_20_dollar_cap_admit_two(
     with ProcessPoolExecutor(5, mp_context=ctx) as pool:
         verdicts = list(pool.map(_escalate, [database.url] * 5, [f"s{i}" for i in range(5)]))
     assert sorted(verdicts) == ["hatch"] * 2 + ["reject-hatch-budget"] * 3
-    assert PgStore(database.url, hatch_cap_usd=20.0).hatch_spent_usd == 14.0
+    # Closed here: a pool left to the garbage collector is collected in its own worker thread,
+    # which then cannot join itself.
+    reader = PgStore(database.url, hatch_cap_usd=20.0)
+    try:
+        assert reader.hatch_spent_usd == 14.0
+    finally:
+        reader.close()
 
 
 

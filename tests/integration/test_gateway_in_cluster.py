@@ -14,7 +14,8 @@ an agent seat per harness (the seat image holds all four: localhosts/seat_image.
 harness completes a turn (a tool call, its result, an answer) through the gateway, by its TLS name
 (which the seat resolves to the Service's address) over HTTPS, to the fleet, with the seat
 developer's key; from inside each seat, the gateway and a declared mirror answer and nothing else
-does (the local cluster enforces NetworkPolicy); a canary whose proof fails (the parser trap) stops the up at the first new pod, naming
+does (the mirror's other port, the frontier provider's stand-in, a fleet pod, the API server: the
+local cluster enforces NetworkPolicy); a canary whose proof fails (the parser trap) stops the up at the first new pod, naming
 the probe, while the pods before it serve on; a key's budget holds across the replicas (requests alternating between them stop
 exactly where one ledger says the budget is spent, and a burst over both never overspends);
 destroy removes it all.
@@ -28,6 +29,7 @@ import socket
 import ssl
 import subprocess
 import urllib.parse
+import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -35,7 +37,8 @@ import pytest
 import yaml
 
 from components.hostops.waiting import wait_until
-from localhosts import gateway_image, kubebuild, kubenode, seat_image, tiny_model
+from localhosts import (frontier_standin, gateway_image, kubebuild, kubenode, seat_image,
+                        tiny_model)
 from spear import seats
 from spear.harness import HARNESSES, ONE_TURN, OPENHANDS
 from spear.rules import GATEWAY_POD_LABELS, pods_peer
@@ -81,10 +84,12 @@ DEVELOPERS = {"ana": {"team": "platform", "maxBudget": 50},
               "eve": {"team": "research", "maxBudget": BUDGET}}
 SANDBOX_NS = "agents-it"
 # Outside the sandbox: a package mirror stand-in (a static file server, Python's http.server from
-# the seat image) that the sandbox declares by its pod's address and one port, and a second port
-# of the same server, which it does not.
+# the seat image) that the sandbox declares by its pod's address and one port, a second port of
+# the same server, which it does not, and the frontier provider's stand-in in a pod of its own
+# (localhosts/frontier_standin.py, which the sandbox does not declare either).
 OUTSIDE_NS = "outside-it"
-MIRROR_PORT, OTHER_PORT = 3141, 8160
+MIRROR_PORT, OTHER_PORT, FRONTIER_PORT = 3141, 8160, 8161
+FRONTIER_STANDIN = ("__init__.py", "http_standin.py", "frontier_standin.py")
 # One seat per harness: the seat image holds all four (localhosts/seat_image.py).
 SEATS = {f"{SEAT_DEVELOPER}-{h.split('-')[0]}": h for h in HARNESSES}
 BUDGET_REFUSALS = {"spear_budget_exceeded", "budget_exceeded"}
@@ -105,27 +110,46 @@ def gateway_config() -> dict[str, Any]:
     return gateway
 
 
-def start_mirror(client, image: str) -> str:
-    """The mirror stand-in's pod started in OUTSIDE_NS; its address once it runs."""
+def run_outside(client, name: str, container: dict[str, Any], **spec: Any) -> None:
+    """A pod of one container started in OUTSIDE_NS, once it runs."""
+    client.create(f"/api/v1/namespaces/{OUTSIDE_NS}/pods", {
+        "metadata": {"name": name},
+        "spec": {"automountServiceAccountToken": False, **spec,
+                 "containers": [{"name": name, "imagePullPolicy": "Never", **container}]}})
+    path = f"/api/v1/namespaces/{OUTSIDE_NS}/pods/{name}"
+    assert wait_until(lambda: (client.get(path) or {}).get("status", {}).get("phase") == "Running",
+                      120), client.get(path)
+
+
+def outside_address(client, name: str) -> str:
+    return client.get(f"/api/v1/namespaces/{OUTSIDE_NS}/pods/{name}")["status"]["podIP"]
+
+
+def start_outside(client, image: str) -> None:
+    """The mirror's and the frontier's stand-ins in OUTSIDE_NS, on the seat image's Python (the
+    frontier's code from a ConfigMap: it needs nothing but the standard library)."""
     python = f"{seat_image.PYTHON_ROOT}/bin/{seat_image.PYTHON}"
     client.create("/api/v1/namespaces", {"metadata": {"name": OUTSIDE_NS}})
     wait_until(lambda: client.get(f"/api/v1/namespaces/{OUTSIDE_NS}/serviceaccounts/default"), 60)
-    client.create(f"/api/v1/namespaces/{OUTSIDE_NS}/pods", {
-        "metadata": {"name": "mirror"},
-        "spec": {"automountServiceAccountToken": False, "containers": [{
-            "name": "mirror", "image": image, "imagePullPolicy": "Never",
-            "command": ["sh", "-c", f"{python} -m http.server -d /tmp {MIRROR_PORT} & exec "
-                                    f"{python} -m http.server -d /tmp {OTHER_PORT}"]}]}})
-    path = f"/api/v1/namespaces/{OUTSIDE_NS}/pods/mirror"
-    assert wait_until(lambda: (client.get(path) or {}).get("status", {}).get("phase") == "Running",
-                      120), client.get(path)
-    return client.get(path)["status"]["podIP"]
+    run_outside(client, "mirror", {
+        "image": image, "command": ["sh", "-c", f"{python} -m http.server -d /tmp {MIRROR_PORT}"
+                                                f" & exec {python} -m http.server -d /tmp {OTHER_PORT}"]})
+    client.create(f"/api/v1/namespaces/{OUTSIDE_NS}/configmaps", {
+        "metadata": {"name": "frontier-standin"},
+        "data": {name: "" if name == "__init__.py" else (REPO / "localhosts" / name).read_text()
+                 for name in FRONTIER_STANDIN}})
+    run_outside(client, "frontier", {
+        "image": image, "env": [{"name": "PYTHONPATH", "value": "/standin"}],
+        "command": [python, "-m", "localhosts.frontier_standin", "--host", "0.0.0.0",
+                    "--port", str(FRONTIER_PORT), "--api-key", "sk-ant-outside"],
+        "volumeMounts": [{"name": "code", "mountPath": "/standin/localhosts", "readOnly": True}]},
+        volumes=[{"name": "code", "configMap": {"name": "frontier-standin"}}])
 
 
 @pytest.fixture(scope="module")
 def stand(kube_cluster, tmp_path_factory):
-    """The stack, its database (on the node's address, so the pods reach it), the mirror stand-in
-    and the cluster."""
+    """The stack, its database (on the node's address, so the pods reach it), the stand-ins
+    outside the sandbox and the cluster."""
     client = kube_cluster.client()
     clear(client, [FLEET_NS, GATEWAY_NS], [f"{FLEET_NS}-vllm-model-cache"])
     clear(client, [SANDBOX_NS, OUTSIDE_NS])
@@ -133,7 +157,8 @@ def stand(kube_cluster, tmp_path_factory):
     seats = seat_image.ensure_image()
     kubenode.import_images([gateway_image.ensure_image(gateway["litellm"]["version"]).archive,
                             seats.archive])
-    mirror = start_mirror(client, seats.ref)
+    start_outside(client, seats.ref)
+    mirror = outside_address(client, "mirror")
     workdir = tmp_path_factory.mktemp("incluster")
     with postgres_database(also_listen=kubenode.NODE_IP, clients=kubenode.POD_CIDR) as db:
         project = without_inference_hosts(workdir, engine_env())
@@ -390,7 +415,7 @@ def test_each_real_harness_completes_a_turn_in_its_seat_through_the_gateway_to_t
 
 def test_the_sandbox_allows_exactly_the_gateways_pods_on_its_port_taken_from_the_gateway(stand):
     _, client, _ = stand
-    mirror = client.get(f"/api/v1/namespaces/{OUTSIDE_NS}/pods/mirror")["status"]["podIP"]
+    mirror = outside_address(client, "mirror")
     allow = client.get(f"/apis/networking.k8s.io/v1/namespaces/{SANDBOX_NS}/networkpolicies/allow-egress")
     assert allow["spec"]["egress"] == [{"to": [pods_peer(GATEWAY_NS, GATEWAY_POD_LABELS)],
                                         "ports": [{"protocol": "TCP", "port": PORT}]},
@@ -423,13 +448,26 @@ def reach_from_here(address: str, port: int) -> bool:
         return False
 
 
+def frontier_answers_here(address: str) -> bool:
+    """The frontier stand-in answers a Messages call from outside the sandbox."""
+    request = urllib.request.Request(
+        f"http://{address}:{FRONTIER_PORT}/v1/messages", data=json.dumps({
+            "model": "claude-standin", "max_tokens": 8,
+            "messages": [{"role": "user", "content": "hi"}]}).encode(),
+        headers={"x-api-key": "sk-ant-outside", "anthropic-version": "2023-06-01",
+                 "Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=10) as answer:
+        return frontier_standin.DEFAULT_REPLY in answer.read().decode()
+
+
 def test_a_seat_reaches_the_gateway_and_its_mirror_and_no_other_pod_or_port(stand, kube_cluster):
     _, client, _ = stand
-    mirror = client.get(f"/api/v1/namespaces/{OUTSIDE_NS}/pods/mirror")["status"]["podIP"]
+    mirror, frontier = outside_address(client, "mirror"), outside_address(client, "frontier")
     fleet = next(pod["status"]["podIP"] for pod in client.get(
         f"/api/v1/namespaces/{FLEET_NS}/pods")["items"] if pod["status"].get("phase") == "Running")
     targets = {"the gateway's Service": (GATEWAY_IP, PORT), "the mirror": (mirror, MIRROR_PORT),
                "the mirror's other port": (mirror, OTHER_PORT),
+               "the frontier stand-in": (frontier, FRONTIER_PORT),
                "a fleet pod, past the gateway": (fleet, 8000),
                # The local API server listens on loopback, so its Service has no endpoint: a pod
                # is refused at once, the enforcer or not.
@@ -439,10 +477,11 @@ def test_a_seat_reaches_the_gateway_and_its_mirror_and_no_other_pod_or_port(stan
                    for name, target in targets.items()}
         assert {name for name, answer in reached.items() if answer == "answered"} == {
             "the gateway's Service", "the mirror"}, (seat, reached)
-        assert reached["the mirror's other port"] == reached["a fleet pod, past the gateway"] \
-            == "timed out", (seat, reached)
+        assert reached["the mirror's other port"] == reached["the frontier stand-in"] \
+            == reached["a fleet pod, past the gateway"] == "timed out", (seat, reached)
     # What a seat does not reach answers outside the sandbox: the policy refused it, not its absence.
     assert reach_from_here(mirror, OTHER_PORT) and reach_from_here(fleet, 8000)
+    assert frontier_answers_here(frontier)
 
 
 def check_log(client, harness: str) -> str:
