@@ -57,6 +57,11 @@ if ! command -v promtool >/dev/null || ! command -v prometheus >/dev/null; then
 fi
 
 # Reinstall only when requirements.txt changed.
+# A `.venv` link whose target is gone (another machine's, another clone's) is replaced.
+if [ -L "$repo/.venv" ] && [ ! -e "$repo/.venv" ]; then
+  say "replacing the dangling link .venv (-> $(readlink "$repo/.venv")) with a virtualenv"
+  rm "$repo/.venv"
+fi
 stamp=$repo/.venv/.requirements.sha256
 want=$(sha256sum "$repo/requirements.txt" | cut -d' ' -f1)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
