@@ -13,6 +13,7 @@ from typing import Any
 
 from spear.rollout_gate import Policy as GatePolicy
 from spear.rollout_gate import Record as GateRecord
+from spear.rollout_gate import Refused as RefusedRecord
 from spear.rules import DEFAULT_PRIORITY_CLASS, GENERAL_RING, is_loopback
 from spear.vllm import GPU_MEMORY_UTILIZATION, TOOL_CALL_PARSER
 
@@ -517,7 +518,8 @@ class MemoryFloor:
 class RolloutGate:
     """The stack's gate policy and the records scripts/gate wrote, as the config check found them."""
     policy: GatePolicy
-    records: tuple[GateRecord, ...]  # each checked against its evidence
+    records: tuple[GateRecord, ...]  # each judged against its evidence, and standing
+    refused: tuple[RefusedRecord, ...]  # the others, and why: they block their promotion alone
     written: dict[str, Any]  # record name -> the record file as the run wrote it
     evidence: dict[str, bytes]  # record name -> its evidence file
     tasks: bytes  # the task set the records' answers are judged by

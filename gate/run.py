@@ -224,8 +224,9 @@ def write(folder: Path, name: str, pin: rollout_gate.Pin, policy: rollout_gate.P
     return record
 
 
-def table(record: dict[str, Any], policy: rollout_gate.Policy) -> str:
-    """The verdict table a person reads."""
+def table(record: dict[str, Any], policy: rollout_gate.Policy,
+          verdict: rollout_gate.Record | rollout_gate.Refused) -> str:
+    """The verdict table a person reads; the verdict is the stack's own (rollout_gate.judge)."""
     calls, paired, latency = (record["results"][k] for k in ("toolCalls", "pairedEval", "latency"))
     reasons = ", ".join(f"{k.split(':', 1)[1]} {n}" for k, n in calls.items() if k.startswith("reason:"))
     rows = [
@@ -244,8 +245,12 @@ def table(record: dict[str, Any], policy: rollout_gate.Policy) -> str:
     width = max(len(r[0]) for r in rows)
     out = [f"gate {record['name']}: {rollout_gate.describe(rollout_gate.pin_from_json(record['pin']).pair)}"]
     out += [f"  {label:<{width}}  {found}  [{wanted}]" for label, found, wanted in rows]
-    out.append("  verdict: " + ("PASS" if not record["failures"] else
-                                "FAIL\n" + "\n".join(f"    - {f}" for f in record["failures"])))
+    if isinstance(verdict, rollout_gate.Refused):
+        out.append("  verdict: REFUSED (the stack would not promote on this record)\n"
+                   + "\n".join(f"    - {p}" for p in verdict.problems))
+    else:
+        out.append("  verdict: " + ("PASS" if verdict.passed else
+                                    "FAIL\n" + "\n".join(f"    - {f}" for f in verdict.failures)))
     return "\n".join(out)
 
 
@@ -274,9 +279,11 @@ def main(argv: list[str] | None = None) -> int:
     except (GateError, OSError, ValueError) as error:
         print(f"scripts/gate: {error}", file=sys.stderr)
         return 2
-    print(table(record, stack.policy))
+    verdict = rollout_gate.judge(name, record, evidence, stack.tasks, stack.policy,
+                                 stack.receipt_key)
+    print(table(record, stack.policy, verdict))
     print(f"wrote {stack.records / (name + '.json')} and its evidence", file=sys.stderr)
-    return 0 if not record["failures"] else 1
+    return 0 if isinstance(verdict, rollout_gate.Record) and verdict.passed else 1
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
 """What scripts/gate needs from a stack: its rolloutGate policy (read by the config check's own
-parser), the records folder, the canary pair the record pins (as the last `pulumi up` deployed it:
+parser), the records folder, the key the gateway signs receipts with, the canary pair the record pins (as the last `pulumi up` deployed it:
 the fleet's `rollout` output, so a canary edited in the config but not yet deployed is never
 pinned), the gateway's URL, and the keys of the developers rolloutGate.keys names (from the
 stack's `harnesses` output, a secret)."""
@@ -15,8 +15,9 @@ from typing import Any
 
 from config.checker import MISSING, NAMESPACE, Checker, ConfigError, get
 from config.schema import vllm_fleet
+from config.types import GATEWAY_MASTER_KEY
 from gate import GateError
-from spear import rollout_gate, trace
+from spear import receipts, rollout_gate, trace
 from spear.fleet import CANARY, STABLE
 
 
@@ -42,6 +43,9 @@ class GateStack:
     keys: dict[str, str]  # track -> the key its requests are sent with
     key_owners: dict[str, str]  # track -> the developer who owns that key
 
+    # What the gateway signs receipts with (from the stack's gatewayMasterKey), so the gate judges
+    # its record as the config check will; None when the stack has no master key.
+    receipt_key: bytes | None
     installed_version: str | None  # LiteLLM's, as the stack's install read it off the gateway
     harness_versions: dict[str, str]  # harness -> the version the stack pins (harnesses)
 
@@ -71,7 +75,7 @@ def deployed_canary(declared: Any, stack: str) -> rollout_gate.Pair:
 
 
 def load(stack: str) -> GateStack:
-    config = _pulumi("config", "--stack", stack)
+    config = _pulumi("config", "--show-secrets", "--stack", stack)
     fleet = (config.get(f"{NAMESPACE}:vllmFleet") or {}).get("objectValue") or {}
     gate = get(fleet, "rolloutGate")
     gate = gate if isinstance(gate, Mapping) else {}
@@ -97,7 +101,9 @@ def load(stack: str) -> GateStack:
                 for track, who in owners.items()}
     except KeyError as missing:
         raise GateError(f"the stack's harnesses output has no key for {missing}: `pulumi up` first")
+    master_key = (config.get(f"{NAMESPACE}:{GATEWAY_MASTER_KEY}") or {}).get("value")
     return GateStack(policy=policy, records=Path(records), tasks=tasks,
+                     receipt_key=receipts.receipt_key(master_key) if master_key else None,
                      arrivals=trace.parse(json.loads(trace_file)),
                      canary=deployed_canary(get(fleet, "canary"), stack),
                      gateway_url=gateway["url"].rstrip("/"),

@@ -3,14 +3,16 @@ stable only on a passing gate run recorded for exactly that pair.
 
 A run (`scripts/gate`, gate/run.py) talks to the live path and writes two files: the evidence,
 one JSON line per request with its answer and timings, and the record, which names the
-evidence's sha256 and says what the run found. Nothing in a record is believed: the config check
-(before `pulumi up`) and the policy pack (on the Deployments a preview shows) both call
-`check_record`, which re-judges every answer in the evidence with the same fail-closed
-validator and task checks, recomputes b, c, the exact McNemar p-value and the latency
-percentiles, and refuses a record whose evidence is missing or altered, whose numbers differ
-from the recomputed ones (naming the field), or that ran under another gate policy. Nor is the
-evidence believed: the config check, which holds the gateway's master key, also calls
-`receipt_problems`, which refuses answers the gateway did not sign (spear/receipts.py).
+evidence's sha256 and says what the run found. Nothing in a record is believed: scripts/gate
+(before it prints a verdict), the config check (before `pulumi up`) and the policy pack (on the
+Deployments a preview shows) all call `judge`. Its `check_record` re-judges every answer in the
+evidence with the same fail-closed validator and task checks, recomputes b, c, the exact McNemar
+p-value and the latency percentiles, and refuses a record whose evidence is missing or altered,
+whose numbers differ from the recomputed ones (naming the field), or that ran under another gate
+policy. Nor is the evidence believed: with the key derived from the gateway's master key (the
+gate and the config check hold it; the pack does not), `receipt_problems` refuses answers the
+gateway did not sign (spear/receipts.py). A record that does not stand blocks only the
+promotion it would allow (`refusals`): any other `up`, a rollback included, goes on without it.
 
 The policy (alpha, floors, SLOs, sample sizes, concurrency) belongs to the stack and is fixed
 before a run: a record carries its digest. The verdict is the cookbook's: no significant
@@ -399,6 +401,41 @@ def check_record(value: Any, evidence: bytes | None, tasks: Sequence[Task],
     return Record(str(value["name"]), pin, found, tuple(failures(found, policy))), []
 
 
+@dataclass(frozen=True)
+class Refused:
+    """A record that does not stand: its name, the pair it claims (None when its pin does not
+    read) and why, each problem naming its field."""
+    name: str
+    pair: Pair | None
+    problems: tuple[str, ...]
+
+    def reason(self) -> str:
+        return (f"record {self.name} does not stand ({'; '.join(self.problems)}): run scripts/gate"
+                f" again, or delete {self.name}.json and its evidence from the records folder")
+
+
+def claimed_pair(value: Any) -> Pair | None:
+    try:
+        return pin_from_json(value["pin"]).pair
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return None
+
+
+def judge(name: str, value: Any, evidence: bytes | None, tasks: Sequence[Task], policy: Policy,
+          receipt_key: bytes | None) -> Record | Refused:
+    """The one verdict on a record, which scripts/gate gives before it prints PASS, the config
+    check before `pulumi up` and the policy pack at preview: `check_record`, then
+    `receipt_problems` with the key derived from the gateway's master key. The pack holds no
+    secret and passes None: the config check, which runs first in the same preview, checked the
+    receipts (and with no master key lets no record stand)."""
+    record, problems = check_record(value, evidence, tasks, policy)
+    if record is not None and evidence is not None and receipt_key is not None:
+        problems = [f"evidence: {p}" for p in receipt_problems(evidence, tasks, receipt_key)]
+    if record is None or problems:
+        return Refused(name, claimed_pair(value), tuple(problems))
+    return record
+
+
 def _lines_named(numbers: Sequence[int]) -> str:
     shown = ", ".join(str(n) for n in numbers[:5])
     return f"line{'s' if len(numbers) > 1 else ''} {shown}{', ...' if len(numbers) > 5 else ''}"
@@ -458,20 +495,24 @@ def receipt_problems(evidence: bytes, tasks: Sequence[Task], key: bytes) -> list
     return problems
 
 
-def refusals(pair: Pair, records: Sequence[Record]) -> list[str]:
-    """Why `pair` may not serve as stable: [] when a record for exactly this pair passes."""
+def refusals(pair: Pair, records: Sequence[Record], refused: Sequence[Refused] = ()) -> list[str]:
+    """Why `pair` may not serve as stable: [] when a record for exactly this pair passes. The
+    records that do not stand and claim this pair (or whose pin does not read) say why here, and
+    only here: they block this promotion, nothing else."""
     matching = [r for r in records if r.pin.pair == pair]
+    if any(r.passed for r in matching):
+        return []
+    broken = [r.reason() for r in refused if r.pair in (pair, None)]
     if not matching:
         return [f"no gate record pins exactly {describe(pair)}"
                 + (f" (records pin {', '.join(describe(r.pin.pair) for r in records)})"
-                   if records else "")]
-    if any(r.passed for r in matching):
-        return []
-    return [f"record {r.name}: {reason}" for r in matching for reason in r.failures]
+                   if records else "")] + broken
+    return [f"record {r.name}: {reason}" for r in matching for reason in r.failures] + broken
 
 
 def promotion_refusals(stable: Pair, previous: Pair | None, records: Sequence[Record],
-                       deployed: tuple[Pair, Pair | None] | None = None) -> list[str]:
+                       deployed: tuple[Pair, Pair | None] | None = None,
+                       refused: Sequence[Refused] = ()) -> list[str]:
     """Why this stable pair may not be deployed; [] when it may.
 
     `deployed` is (stable, previous) as the stack's last update left them (its own state, read
@@ -484,7 +525,7 @@ def promotion_refusals(stable: Pair, previous: Pair | None, records: Sequence[Re
     if deployed is None:
         if previous is None or stable == previous:
             return []
-        return refusals(stable, records)
+        return refusals(stable, records, refused)
     deployed_stable, deployed_previous = deployed
     if stable == deployed_stable or stable == deployed_previous:
         return []
@@ -493,4 +534,4 @@ def promotion_refusals(stable: Pair, previous: Pair | None, records: Sequence[Re
         reasons.append(f"stable moves off the deployed pair {describe(deployed_stable)}, so"
                        " previous must be that pair (declared: "
                        f"{describe(previous) if previous else 'none'})")
-    return reasons + refusals(stable, records)
+    return reasons + refusals(stable, records, refused)

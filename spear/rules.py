@@ -209,19 +209,24 @@ def alert_below_cap(alert_usd: object, monthly_cap_usd: object) -> bool:
 # --- Tenancy (seed 001 "How to run it in production", "How to maintain it"): what the gateway
 # stamps on a developer's requests and which of the fleet's tracks they reach. Config allows
 # these values, the hooks on the gateway host act on them (spear_gateway/tenancy.py).
-RINGS = ("pilot", "general")
-PILOT_RING, GENERAL_RING = RINGS
+# `stable`: the fleet's stable track alone, whatever else serves `coder` (an inference host, a
+# pod), so the rollout gate's stable key measures the pair its record pins.
+RINGS = ("pilot", "general", "stable")
+PILOT_RING, GENERAL_RING, STABLE_RING = RINGS
 # vLLM with --scheduling-policy priority serves lower values first.
 PRIORITY_CLASSES = {"interactive": 0, "background": 10}
 DEFAULT_PRIORITY_CLASS = "interactive"
 CACHE_SALT_SCOPES = ("team", "developer")
-CANARY_TRACK = "canary"
+STABLE_TRACK, CANARY_TRACK = "stable", "canary"
 
 
 def ring_members(ring: object, items: Sequence[T], track_of: Callable[[T], object]) -> list[T]:
     """What a key of `ring` reaches of `items` (routes, or LiteLLM's deployments), each on a fleet
-    track or none: the pilot ring only the canary's while there is one, everyone else never the
-    canary's. The hook routes by it; the gateway's smoke test expects it."""
+    track or none: the pilot ring only the canary's while there is one, the stable ring only the
+    stable track's, everyone else never the canary's. The hook routes by it; the gateway's smoke
+    test expects it."""
+    if ring == STABLE_RING:
+        return [item for item in items if track_of(item) == STABLE_TRACK]
     canary = [item for item in items if track_of(item) == CANARY_TRACK]
     if ring == PILOT_RING and canary:
         return canary

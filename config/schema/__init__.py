@@ -16,10 +16,10 @@ from typing import Any
 from config.checker import MISSING, Checker, get, map_names
 from config.schema import backends, developers, gateway, harnesses, hosts, reds, runpod, vllm_fleet
 from config.types import (API_KEY_NAMES, GATEWAY_MASTER_KEY, VLLM_API_KEY, AgentSandbox, EgressTarget,
-                          FleetConfig, Gateway, RolloutGate)
-from spear import receipts, rollout_gate
+                          FleetConfig, Gateway)
+from spear import receipts
 from spear.fleet import CANARY, STABLE
-from spear.rules import FLEET_UPSTREAM, GATEWAY_POD_LABELS, GENERAL_RING, PILOT_RING
+from spear.rules import FLEET_UPSTREAM, GATEWAY_POD_LABELS, GENERAL_RING, PILOT_RING, STABLE_RING
 
 TOP_KEYS = (backends.KEYS + hosts.KEYS + runpod.KEYS + reds.KEYS + gateway.KEYS
             + developers.KEYS + harnesses.KEYS + vllm_fleet.KEYS)
@@ -66,9 +66,11 @@ def parse(raw: Mapping[str, Any], deployed_rollout: Any = None) -> FleetConfig:
                                       has_gateway=get(raw, "gateway") is not MISSING)
     harness_versions = harnesses.parse(check, get(raw, "harnesses"),
                                        has_gateway=get(raw, "gateway") is not MISSING)
+    master_key = gateway_keys.get(GATEWAY_MASTER_KEY)
     fleet = vllm_fleet.parse(check, get(raw, "vllmFleet"), get(raw, "kubeconfig"), deployed_rollout,
                              developers=map_names(get(raw, "developers")),
-                             has_gateway=get(raw, "gateway") is not MISSING)
+                             has_gateway=get(raw, "gateway") is not MISSING,
+                             receipt_key=receipts.receipt_key(master_key.text) if master_key else None)
     if the_gateway and fleet and FLEET_UPSTREAM in the_gateway.upstreams and not fleet.service_ips:
         check.report("vllmFleet.serviceIPs", "nothing", "each track's Service IP (stable, and canary"
                      " with a canary), required while gateway.coder.upstreams names vllmFleet:"
@@ -76,9 +78,10 @@ def parse(raw: Mapping[str, Any], deployed_rollout: Any = None) -> FleetConfig:
     if fleet and fleet.agent_sandbox:
         fleet = dataclasses.replace(fleet, agent_sandbox=dataclasses.replace(
             fleet.agent_sandbox, gateway=_sandbox_gateway(check, the_gateway, fleet.agent_sandbox)))
+    if the_developers:
+        _check_stable_ring(check, the_developers, the_gateway)
     if fleet and fleet.gate:
         _check_gate_keys(check, fleet.gate.keys, the_developers)
-        _check_receipts(check, fleet.gate, gateway_keys.get(GATEWAY_MASTER_KEY))
     check.raise_if_any()
     return FleetConfig(inference_hosts=inference_hosts, backends=backend_table,
                        runpod_pods=runpod_pods, api_keys={**api_keys, **gateway_keys},
@@ -112,30 +115,9 @@ def _sandbox_gateway(check: Checker, the_gateway: Gateway | None,
                         pods=(cluster.namespace, tuple(sorted(GATEWAY_POD_LABELS.items()))))
 
 
-def _check_receipts(check: Checker, gate: RolloutGate, master_key: Any) -> None:
-    """Every answer in a record's evidence is one the stack's gateway gave: its receipt verifies
-    with the key derived from the gateway's master key (spear/receipts.py), which the config
-    check holds and a record's author need not. The policy pack holds no secret: this check is
-    the config check's alone."""
-    if not gate.evidence:
-        return
-    if master_key is None:
-        check.report("vllmFleet.rolloutGate.records", f"records ({', '.join(sorted(gate.evidence))})"
-                     " and no gatewayMasterKey", "records whose receipts can be checked: the"
-                     " gateway that signed their answers, declared in this stack with its"
-                     " gatewayMasterKey (scripts/gate runs through it)")
-        return
-    key = receipts.receipt_key(master_key.text)
-    tasks, _ = rollout_gate.parse_tasks(gate.tasks)
-    for name, evidence in sorted(gate.evidence.items()):
-        for problem in rollout_gate.receipt_problems(evidence, tasks, key):
-            check.report(f"vllmFleet.rolloutGate.records (record {name}).evidence",
-                         "a record that does not stand", problem)
-
-
 def _check_gate_keys(check: Checker, keys: Mapping[str, str], people: Mapping[str, Any]) -> None:
     """The gate's keys are developers of the stack, in the rings that reach their tracks."""
-    for track, ring in ((STABLE, GENERAL_RING), (CANARY, PILOT_RING)):
+    for track, ring in ((STABLE, STABLE_RING), (CANARY, PILOT_RING)):
         name = keys.get(track)
         if name is None:
             continue
@@ -145,4 +127,17 @@ def _check_gate_keys(check: Checker, keys: Mapping[str, str], people: Mapping[st
         elif people[name].ring != ring:
             check.fail(f"vllmFleet.rolloutGate.keys.{track}", name,
                        f"a developer in the {ring} ring (the ring the gateway serves from the"
-                       f" {track} track)")
+                       f" {track} track alone, so the gate measures the pair its record pins)")
+
+
+def _check_stable_ring(check: Checker, people: Mapping[str, Any], the_gateway: Gateway | None) -> None:
+    """A key in the stable ring is served by the fleet's stable track alone: `coder` must route to
+    the fleet, or the key reaches nothing."""
+    if the_gateway is not None and FLEET_UPSTREAM in the_gateway.upstreams:
+        return
+    for name, person in sorted(people.items()):
+        if person.ring == STABLE_RING:
+            check.fail(f"developers.{name}.ring", STABLE_RING,
+                       f"{PILOT_RING} or {GENERAL_RING}: the {STABLE_RING} ring is served by the"
+                       f" fleet's stable track alone, and gateway.coder.upstreams does not name"
+                       f" {FLEET_UPSTREAM}")

@@ -64,9 +64,11 @@ _KUBECONFIG_TEXT = (f"{AMBIENT} ($KUBECONFIG or ~/.kube/config of whoever runs p
 
 def parse(check: Checker, value: Any, kubeconfig_secret: Any,
           deployed: tuple[rollout_gate.Pair, rollout_gate.Pair | None] | None = None, *,
-          developers: Sequence[str] = (), has_gateway: bool = False) -> VllmFleet | None:
+          developers: Sequence[str] = (), has_gateway: bool = False,
+          receipt_key: bytes | None = None) -> VllmFleet | None:
     """The fleet, or None when the stack declares none (or after its problems are recorded).
     `deployed`: (stable, previous) as the stack's last update left them, None before the first.
+    `receipt_key`: what the gateway signs receipts with (from its master key), None without one.
     `developers`: the names the stack declares under `developers` (a seat holds one's key);
     `has_gateway`: whether it declares a gateway (a seat's harness reaches coder through it)."""
     if value is MISSING:
@@ -106,7 +108,7 @@ def parse(check: Checker, value: Any, kubeconfig_secret: Any,
                                            {"stable": stable, "previous": previous,
                                             "canary": canary.pair if canary else None}),
     )
-    gate = _gate(check, f"{k}.rolloutGate", get(fleet, "rolloutGate"))
+    gate = _gate(check, f"{k}.rolloutGate", get(fleet, "rolloutGate"), receipt_key)
     result = VllmFleet(
         kubeconfig=kubeconfig,
         namespace=check.pattern(f"{k}.namespace", get(fleet, "namespace"), DNS_LABEL, DNS_LABEL_TEXT,
@@ -605,9 +607,10 @@ def gate_policy(check: Checker, key: str, value: Any) -> tuple[rollout_gate.Poli
     return (result, tasks_file, tasks, trace_file) if check.clean_since(start) else None
 
 
-def _gate(check: Checker, key: str, value: Any) -> RolloutGate | None:
+def _gate(check: Checker, key: str, value: Any, receipt_key: bytes | None) -> RolloutGate | None:
     """The stack's gate policy and the records gate runs wrote into its records folder, each
-    checked against its evidence (spear/rollout_gate.py::check_record)."""
+    judged against its evidence (spear/rollout_gate.py::judge, as scripts/gate judges it). A
+    record that does not stand is no config error: it blocks only the promotion to its pair."""
     start = check.mark()
     gate = check.obj(key, value, ("policy", "records", "keys"), required=False)
     if not gate:
@@ -624,31 +627,31 @@ def _gate(check: Checker, key: str, value: Any) -> RolloutGate | None:
     policy, tasks_file, tasks, _ = found
     raw: dict[str, Any] = {}
     evidence: dict[str, bytes] = {}
-    records = []
+    records, refused = [], []
     for path in sorted(Path(folder).glob("*.json")):
         name = path.stem
-        where = f"{key}.records ({path})"
         try:
             raw[name] = json.loads(path.read_bytes())
             file = raw[name]["evidence"]["file"]
         except (OSError, ValueError, KeyError, TypeError) as error:
-            check.report(where, "not a record", f"a record scripts/gate wrote ({error})")
+            refused.append(rollout_gate.Refused(name, None, (f"not a record scripts/gate wrote ({error})",)))
             continue
         if not isinstance(file, str) or relative_subdir(file) != file or "/" in file:
-            check.report(f"{where}.evidence.file", show(file), "a file name in the records folder")
+            refused.append(rollout_gate.Refused(name, rollout_gate.claimed_pair(raw[name]), (
+                f"evidence.file: {show(file)} is not a file name in the records folder",)))
             continue
         with contextlib.suppress(OSError):
             evidence[name] = (path.parent / file).read_bytes()
-        record, problems = rollout_gate.check_record(raw[name], evidence.get(name), tasks, policy)
-        for problem in problems:
-            field, _, why = problem.partition(": ")
-            check.report(f"{where}.{field}", "a record that does not stand", why)
-        if record is not None:
-            records.append(record)
+        verdict = rollout_gate.judge(name, raw[name], evidence.get(name), tasks, policy, receipt_key)
+        if receipt_key is None and isinstance(verdict, rollout_gate.Record):
+            verdict = rollout_gate.Refused(name, verdict.pin.pair, (
+                "evidence: its receipts cannot be checked: the stack declares no gatewayMasterKey"
+                " (the gateway that signed its answers)",))
+        (records if isinstance(verdict, rollout_gate.Record) else refused).append(verdict)
     if not check.clean_since(start):
         return None
-    return RolloutGate(policy=policy, records=tuple(records), written=raw, evidence=evidence,
-                       tasks=tasks_file, keys=gate_keys)
+    return RolloutGate(policy=policy, records=tuple(records), refused=tuple(refused), written=raw,
+                       evidence=evidence, tasks=tasks_file, keys=gate_keys)
 
 
 def _check_rollout(check: Checker, fleet: VllmFleet) -> None:
@@ -658,7 +661,8 @@ def _check_rollout(check: Checker, fleet: VllmFleet) -> None:
                    "a pair other than stable's: a canary tests a new engine or revision")
     previous = fleet.previous.key if fleet.previous else None
     reasons = rollout_gate.promotion_refusals(fleet.stable.key, previous, fleet.gate_records,
-                                              fleet.deployed)
+                                              fleet.deployed,
+                                              fleet.gate.refused if fleet.gate else ())
     if reasons:
         check.report("vllmFleet.stable", f"a promotion to {rollout_gate.describe(fleet.stable.key)}"
                      f" (previous: {rollout_gate.describe(previous) if previous else 'none'})",

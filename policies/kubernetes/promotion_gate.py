@@ -3,7 +3,7 @@
 revision are the pair; the fleet's rollout record (a ConfigMap in its namespace) holds the
 previous pair, the gate policy, the records as scripts/gate wrote them, and (binaryData) the
 task set and each record's evidence. Each record is re-judged from its evidence here with
-spear/rollout_gate.py::check_record, as the config check before `pulumi up` does: a verdict
+spear/rollout_gate.py::judge, as the config check before `pulumi up` does: a verdict
 written into the ConfigMap is not believed. The evidence's receipts (spear/receipts.py) are the
 config check's alone: they verify with a key derived from the gateway's master key, a secret a
 policy never sees. The pack sees only the declared `previous` pair; the
@@ -36,26 +36,25 @@ def _unzip(binary, key: str) -> bytes | None:
     return gzip.decompress(base64.b64decode(binary[key])) if key in binary else None
 
 
-def _records(props) -> tuple[list[rollout_gate.Record], list[str]]:
-    """The rollout record's gate records that stand when re-judged, and why the others do not."""
+def _records(props) -> tuple[list[rollout_gate.Record], list[rollout_gate.Refused], list[str]]:
+    """The rollout record's gate records that stand when re-judged, those that do not (each
+    blocks only the promotion to its pair), and why none could be judged."""
     data, binary = props["data"], props.get("binaryData") or {}
     policy_json = json.loads(data[GATE_POLICY_JSON])
     if policy_json is None:
-        return [], []
+        return [], [], []
     policy = rollout_gate.Policy(**policy_json)
     tasks, problems = rollout_gate.parse_tasks(_unzip(binary, GATE_TASKS_GZ) or b"")
     if problems:
-        return [], [f"the task set does not parse ({'; '.join(problems)})"]
+        return [], [], [f"the task set does not parse ({'; '.join(problems)})"]
     checked, refused = [], []
     for written in json.loads(data[RECORDS_JSON]):
-        name = written.get("name") if isinstance(written, dict) else None
-        record, found = rollout_gate.check_record(written, _unzip(binary, evidence_key(str(name))),
-                                                  tasks, policy)
-        if record is None:
-            refused.append(f"record {name} does not stand ({'; '.join(found)})")
-        else:
-            checked.append(record)
-    return checked, refused
+        name = str(written.get("name") if isinstance(written, dict) else None)
+        # No receipt key: a policy sees no secret (the config check verified the receipts).
+        verdict = rollout_gate.judge(name, written, _unzip(binary, evidence_key(name)), tasks,
+                                     policy, None)
+        (checked if isinstance(verdict, rollout_gate.Record) else refused).append(verdict)
+    return checked, refused, []
 
 
 def k8s_promotion_gate(args: StackValidationArgs, report: ReportViolation) -> None:
@@ -74,13 +73,13 @@ def k8s_promotion_gate(args: StackValidationArgs, report: ReportViolation) -> No
                        resource.urn)
                 continue
             previous = rollout_gate.pair_from_json(json.loads(rollouts[namespace]["data"][PREVIOUS_JSON]))
-            records, refused = _records(rollouts[namespace])
+            records, refused, unjudged = _records(rollouts[namespace])
             for container, argv in vllm_containers(resource.props):
                 stable = _pair(container, argv)
-                reasons = rollout_gate.promotion_refusals(stable, previous, records)
+                reasons = rollout_gate.promotion_refusals(stable, previous, records, refused=refused)
                 if reasons:
                     report(f"{SEED}: {resource.name} promotes {rollout_gate.describe(stable)} to"
-                           f" stable without a passing gate record: {'; '.join(refused + reasons)}."
+                           f" stable without a passing gate record: {'; '.join(unjudged + reasons)}."
                            " Fix: run scripts/gate on the candidate and commit the record it"
                            " writes, or roll back to the previous pair.", resource.urn)
 

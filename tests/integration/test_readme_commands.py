@@ -1,21 +1,30 @@
-"""The README's first command, as a newcomer runs it: `scripts/up-local` brings up the embedded
-default (the inference host, the gateway, and the vLLM fleet on the local Kubernetes cluster) and
-ends with every smoke test, each developer's answered through the gateway by the inference host and
-by the fleet's pods (named), the fleet's rollout and where its Prometheus answers; that Prometheus
-scrapes both fleet pods and the gateway's exporter with the alert rules loaded, and fires the
-hatch's spend alert once the ledger records an escalation over it; run again, up-local changes
-nothing.
+"""README.md's command blocks, run as written on the local stack, as a newcomer runs them.
 
-The stack's state goes to a throwaway file backend (PULUMI_BACKEND_URL, which scripts/env.sh
-keeps when set), so the developer's own `local` stack is never touched.
+`scripts/up-local` brings up the embedded default (the inference host, the gateway, and the vLLM
+fleet on the local Kubernetes cluster) and ends with every smoke test, each developer's answered
+through the gateway by the inference host and by the fleet's pods (named; the gate's stable key
+by the fleet's stable track alone), the fleet's rollout and where its Prometheus answers; that
+Prometheus scrapes both fleet pods and the gateway's exporter with the alert rules loaded, and
+fires the hatch's spend alert once the ledger records an escalation over it; run again, up-local
+changes nothing. Then the rollout flow's blocks: a canary and its gate (which prints PASS), the
+promotion that record allows, and the rollback. `scripts/test`, the other command, is what CI
+runs (tests/unit/test_readme_blocks.py holds .ci/run to it).
+
+The blocks run in a copy of the project (tests/support/readme.py: `pulumi config set` writes the
+stack file, scripts/gate the records folder), in a shell that has sourced scripts/env.sh (the
+rollout's, as README says) with PULUMI_SKIP_CONFIRMATIONS=true answering `pulumi up`'s question
+yes. The stack's state goes to a throwaway file backend (PULUMI_BACKEND_URL, which
+scripts/env.sh keeps when set), so the developer's own `local` stack is never touched.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
 import uuid
+from pathlib import Path
 
 import pytest
 from spear_gateway.exporter import this_month
@@ -29,6 +38,7 @@ from localhosts.host import host_status
 from localhosts.engine import REPO
 from tests.support.kube import clear
 from tests.support.prometheus import Prometheus
+from tests.support.readme import block_starting, command_blocks, project_copy
 
 # The local cluster runs the fleet: its binaries and the kubernetes plugin are built from Go modules.
 pytestmark = pytest.mark.kubernetes
@@ -39,13 +49,21 @@ PROMETHEUS_PORT = 9090  # the local stack's (observability.prometheus, bundled)
 # cache's volume.
 FLEET_NAMESPACE, AGENT_NAMESPACE = "vllm", "agents"
 MODEL_CACHE_VOLUME = f"{FLEET_NAMESPACE}-vllm-model-cache"
+STABLE_POD = r"vllm-stable \(vllm-stable-[a-z0-9]+-[a-z0-9]+\)"
+BLOCKS = command_blocks((REPO / "README.md").read_text())
+UP_LOCAL = block_starting(BLOCKS, "scripts/up-local")
+CANARY = block_starting(BLOCKS, "pulumi config set --path --stack local vllmFleet.canary.")
+PROMOTE = block_starting(BLOCKS, "pulumi config set --path --stack local vllmFleet.previous.")
+ROLLBACK = block_starting(BLOCKS, "scripts/rollback")
 LAST_LINES = [
     f"smoke test \\(local\\): {ANSWER}",
     # The inference host and the fleet's stable Service both answered, each pod named.
-    # The gate's pilot-ring key is served like everyone else's while no canary is up.
-    *(f"smoke test \\(gateway, coder, {developer}\\): {ANSWER}; served by local,"
-      r" vllm-stable \(vllm-stable-[a-z0-9]+-[a-z0-9]+\)"
-      for developer in ("ana", "bob", "cyn", "gate", "gate-pilot")),
+    *(f"smoke test \\(gateway, coder, {developer}\\): {ANSWER}; served by local, {STABLE_POD}"
+      for developer in ("ana", "bob", "cyn")),
+    # The gate's stable-ring key by the fleet's stable track alone; its pilot-ring key like
+    # everyone else's while no canary is up.
+    f"smoke test \\(gateway, coder, gate\\): {ANSWER}; served by {STABLE_POD}",
+    f"smoke test \\(gateway, coder, gate-pilot\\): {ANSWER}; served by local, {STABLE_POD}",
     # The hatch's cap, and the limit only the operator can set at the provider.
     re.escape("hatch: refused over 20 USD a month, alert at 15 USD; set the monthly spend limit of"
               " frontierApiKey's account at https://api.anthropic.com to 20 USD (it cannot be set"
@@ -66,10 +84,11 @@ def ends_with_the_report(stdout: str) -> bool:
     return len(lines) == len(LAST_LINES) and all(re.fullmatch(p, l) for p, l in zip(LAST_LINES, lines))
 
 
-@pytest.fixture
-def backend(tmp_path, kube_cluster):
-    """The session's cluster is the local stack's own (one per machine: tests/support/kube.py);
-    the hosts must be this test's."""
+@pytest.fixture(scope="module")
+def local(tmp_path_factory, kube_cluster):
+    """The project copy the blocks run in, and their environment (a throwaway backend). The
+    session's cluster is the local stack's own (one per machine: tests/support/kube.py); the
+    hosts must be this module's."""
     running = [f"the `{name}` host" for name in (local_stack.LOCAL_HOST, local_stack.GATEWAY_HOST)
                if host_status(name) is not None]
     if running:
@@ -84,17 +103,27 @@ def backend(tmp_path, kube_cluster):
     clear(kube_cluster.client(), [FLEET_NAMESPACE, AGENT_NAMESPACE], [MODEL_CACHE_VOLUME])
     local_stack.start(fresh=True)
     local_stack.start_gateway(fresh=True)
-    env = {**os.environ, "PULUMI_BACKEND_URL": f"file://{tmp_path}"}
-    yield env
+    project = project_copy(REPO, tmp_path_factory.mktemp("project"))
+    env = {**os.environ, "PULUMI_BACKEND_URL": f"file://{tmp_path_factory.mktemp('state')}",
+           "PULUMI_SKIP_CONFIRMATIONS": "true"}
+    yield project, env
     subprocess.run(["bash", "-c", "source scripts/env.sh && pulumi destroy --yes --stack local"
-                    " --non-interactive"], cwd=REPO, env=env, capture_output=True, check=False)
+                    " --non-interactive"], cwd=project, env=env, capture_output=True, check=False)
     local_stack.stop(discard=True)
     local_stack.stop(local_stack.GATEWAY_HOST, discard=True)
 
 
-def up_local(env: dict[str, str]) -> subprocess.CompletedProcess:
-    return subprocess.run([str(REPO / "scripts" / "up-local")], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=3600)
+def run_block(local: tuple[Path, dict[str, str]], block: str, *, env_sh: bool = True,
+              timeout: float = 1800) -> subprocess.CompletedProcess:
+    """One README block as written, stopping at its first failed line."""
+    project, env = local
+    script = "set -euo pipefail\n" + ("source scripts/env.sh\n" if env_sh else "") + block
+    return subprocess.run(["bash", "-c", script], cwd=project, env=env, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def stack_output(local: tuple[Path, dict[str, str]], name: str) -> dict:
+    return json.loads(run_block(local, f"pulumi stack output --stack local --json {name}").stdout)
 
 
 def resource_summary(stdout: str) -> list[str]:
@@ -172,14 +201,34 @@ def fleet_state(cluster) -> str:
     return "\n".join(["the fleet after the failed up:", *lines, *probes[-10:]])
 
 
-def test_up_local_brings_up_the_whole_local_fleet_and_prints_every_smoke_test(backend, kube_cluster):
-    first = up_local(backend)
+def test_up_local_brings_up_the_whole_local_fleet_and_prints_every_smoke_test(local, kube_cluster):
+    # A newcomer runs it before sourcing anything.
+    first = run_block(local, UP_LOCAL, env_sh=False, timeout=3600)
     assert first.returncode == 0, (first.stdout[-4000:] + first.stderr[-4000:] + "\n"
                                    + fleet_state(kube_cluster))
     assert ends_with_the_report(first.stdout), first.stdout[-4000:]
     prometheus_scrapes_both_and_fires_the_hatch_alert()
-    again = up_local(backend)
+    again = run_block(local, UP_LOCAL, env_sh=False, timeout=3600)
     assert again.returncode == 0, again.stdout[-4000:] + again.stderr[-4000:]
     assert ends_with_the_report(again.stdout), again.stdout[-4000:]
     [unchanged] = resource_summary(again.stdout)
     assert re.fullmatch(r"\d+ unchanged", unchanged), again.stdout[-4000:]
+
+
+def stable_pair(local: tuple[Path, dict[str, str]]) -> tuple[str, str]:
+    stable = stack_output(local, "vllm_fleet")["stable"]
+    return stable["image"].rsplit(":", 1)[1], stable["revision"]
+
+
+def test_the_readmes_rollout_runs_as_written_canary_gate_promotion_and_rollback(local, kube_cluster):
+    canary = run_block(local, CANARY)
+    assert canary.returncode == 0, canary.stdout[-4000:] + canary.stderr[-4000:]
+    # The gate judged its record as the stack will: PASS is a promotion the stack accepts.
+    assert "verdict: PASS" in canary.stdout, canary.stdout[-4000:] + canary.stderr[-2000:]
+    promote = run_block(local, PROMOTE)
+    assert promote.returncode == 0, (promote.stdout[-4000:] + promote.stderr[-4000:] + "\n"
+                                     + fleet_state(kube_cluster))
+    assert stable_pair(local) == ("v0.25.0", "1234567890abcdef1234567890abcdef12345678")
+    rollback = run_block(local, ROLLBACK)
+    assert rollback.returncode == 0, rollback.stdout[-4000:] + rollback.stderr[-4000:]
+    assert stable_pair(local) == ("v0.24.0", "da6e2ed27304dd39abadd9c82ef50e8de67bdd4c")

@@ -105,7 +105,7 @@ def gate(endpoint, route: str, name: str, log=lambda _: None, **slos: float):
 
 def test_a_neutral_bump_passes_and_its_record_promotes(gateway, project):
     record = gate(gateway, "canary-neutral", "neutral")
-    assert record["failures"] == [], gate_run.table(record, records.policy(**SLOS))
+    assert record["failures"] == [], records.table(record, records.policy(**SLOS))
     paired = record["results"]["pairedEval"]
     assert (paired["tasks"], paired["b"], paired["c"], paired["p"]) == (14, 0, 0, 1.0)
     assert record["results"]["toolCalls"]["passed"] == 100
@@ -128,7 +128,7 @@ def test_a_regressing_candidate_is_refused_with_b_c_and_p(gateway, project):
     record = gate(gateway, "canary-regress", "regress")
     paired = record["results"]["pairedEval"]
     assert (paired["b"], paired["c"], paired["candidatePassed"]) == (8, 0, 6)
-    text = gate_run.table(record, records.policy(**SLOS))
+    text = records.table(record, records.policy(**SLOS))
     assert "b=8 c=0 p=0.007812" in text and "verdict: FAIL" in text
     assert any(f.startswith("the candidate regresses on the paired eval: b=8") for f in record["failures"])
 
@@ -155,7 +155,7 @@ def test_a_slower_candidate_fails_the_ttft_slo_the_stable_engine_meets_under_the
     # Its answers are the neutral engine's: only its latency fails.
     assert ttft in "\n".join(record["failures"]) and all(
         f.startswith((ttft, "inter-token latency p95")) for f in record["failures"]), \
-        gate_run.table(record, records.policy(**slos))
+        records.table(record, records.policy(**slos))
     with pytest.raises(ConfigError) as error:
         parse(promoted_raw(records.gate_config(**{**SLOS, **slos})))
     assert f"record slow: TTFT p95 {latency['ttftP95']:.4g}s" in problem_line(error.value,

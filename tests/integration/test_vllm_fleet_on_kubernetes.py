@@ -54,7 +54,7 @@ DEVELOPERS = {"ana": {"team": "platform", "ring": "pilot"},
               "bob": {"team": "platform", "priority": "background"},
               "cyn": {"team": "research"},
               # The rollout gate's own keys (vllmFleet.rolloutGate.keys): stable's and the canary's.
-              "gate": {"team": "ci"}, "gate-pilot": {"team": "ci", "ring": "pilot"}}
+              "gate": {"team": "ci", "ring": "stable"}, "gate-pilot": {"team": "ci", "ring": "pilot"}}
 
 
 def local_rollout_gate() -> dict[str, Any]:

@@ -131,6 +131,14 @@ def write_record(name: str, pair: dict[str, str], gate: rollout_gate.Policy | No
     return Path(folder) / f"{name}.json"
 
 
+def table(record: dict[str, Any], gate: rollout_gate.Policy, folder: str = RECORDS) -> str:
+    """The verdict table scripts/gate prints for a written record: the stack's own verdict
+    (rollout_gate.judge, with the test stacks' master key)."""
+    evidence = (Path(folder) / record["evidence"]["file"]).read_bytes()
+    return gate_run.table(record, gate, rollout_gate.judge(
+        record["name"], record, evidence, tasks(), gate, receipts.receipt_key(MASTER_KEY)))
+
+
 def gate_config(folder: str = RECORDS, **changes: Any) -> dict[str, Any]:
     return {"policy": {**POLICY_CONFIG, **changes}, "records": folder}
 

@@ -22,8 +22,9 @@ from config.tls import root_certificate
 from gate import run as gate_run
 from gate import stack as gate_stack
 from gate.stack import GateStack
+from spear import receipts
 from tests.support import gate_records as records, tls
-from tests.support.config_cases import CANARY_PAIR, STABLE_PAIR
+from tests.support.config_cases import CANARY_PAIR, MASTER_KEY, STABLE_PAIR
 
 
 @pytest.fixture()
@@ -90,7 +91,8 @@ def local_stack(tmp_path, monkeypatch, canary: dict | None = None, deployed: dic
         "gateway": {"url": "http://127.0.0.1:9", "litellm_version": "1.91.1",
                     **({"tls": tls_output} if tls_output else {})},
         "vllm_fleet": {"rollout": {"stable": STABLE_PAIR, "previous": None, "canary": deployed}},
-        "config": {"spear-fleet:vllmFleet": {"objectValue": fleet}},
+        "config": {"spear-fleet:vllmFleet": {"objectValue": fleet},
+                   "spear-fleet:gatewayMasterKey": {"value": MASTER_KEY, "secret": True}},
     })
 
 
@@ -104,6 +106,8 @@ def test_the_local_stacks_own_gate_reads_its_policy_and_pins_the_canary_as_deplo
     assert loaded.policy.tool_call_samples == 100
     assert loaded.candidate_pin(None).pair == tuple(CANARY_PAIR[k] for k in ("tag", "model", "revision"))
     assert loaded.gateway_root is None  # a gateway host: plain HTTP on loopback
+    # The gate judges its record with the key the stack's gateway signs receipts with.
+    assert loaded.receipt_key == receipts.receipt_key(MASTER_KEY)
 
 
 def test_the_gate_takes_a_tls_gateways_root_from_its_output(tmp_path, monkeypatch):
@@ -135,7 +139,7 @@ def test_a_canary_declared_but_not_deployed_is_never_pinned(tmp_path, monkeypatc
 
 def test_the_candidates_pin_holds_the_harness_versions_the_stack_pins():
     stack = GateStack(policy=None, records=Path("records"), tasks=(), arrivals=(),
-                      canary=("v0.25.0", "m", "r"), gateway_url="", gateway_root=None,
+                      canary=("v0.25.0", "m", "r"), gateway_url="", gateway_root=None, receipt_key=None,
                       keys={}, key_owners={}, installed_version="1.91.1",
                       harness_versions={"qwen-code": "0.24.4", "codex": "0.169.0"})
     pin = stack.candidate_pin(None)

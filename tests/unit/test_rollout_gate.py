@@ -166,16 +166,15 @@ def test_a_number_edited_by_hand_is_refused_naming_the_field():
     record["results"]["pairedEval"]["p"] = 1.0
     record["failures"] = []
     path.write_text(json.dumps(record))
-    message = refused(promoted_raw(records.gate_config()))
-    assert "vllmFleet.rolloutGate.records (stacks/gate/test/canary-1.json).results.pairedEval.b" in message
-    assert "0 where the evidence gives 8" in message
+    message = problem_line(config_error(promoted_raw(records.gate_config())), "vllmFleet.stable")
+    assert "record canary-1 does not stand (results.pairedEval.b: 0 where the evidence gives 8" in message
 
 
 def test_evidence_altered_after_the_run_is_refused():
     path = records.write_record("canary-1", CANARY_PAIR)
     evidence = path.with_name("canary-1.evidence.jsonl")
     evidence.write_bytes(evidence.read_bytes().replace(b'"status": 200', b'"status": 201', 1))
-    assert ".evidence.sha256" in refused(promoted_raw(records.gate_config()))
+    assert "record canary-1 does not stand (evidence.sha256: " in refused(promoted_raw(records.gate_config()))
 
 
 def test_missing_evidence_is_refused():
@@ -206,7 +205,7 @@ def test_a_record_whose_pin_was_edited_is_refused():
 
 # --- receipts: only answers the stack's gateway gave ------------------------------------------
 
-RECEIPTS = "vllmFleet.rolloutGate.records (record canary-1).evidence"
+RECEIPTS = "vllmFleet.stable"  # a record that does not stand refuses its promotion, nothing else
 
 
 def rewrite(lines: list[dict]) -> None:
@@ -273,8 +272,40 @@ def test_records_in_a_stack_without_its_gateways_master_key_are_refused():
     raw = promoted_raw(records.gate_config())
     for key in ("gateway", "developers", "gatewayMasterKey", "frontierApiKey"):
         raw.pop(key, None)
-    message = problem_line(config_error(raw), "vllmFleet.rolloutGate.records")
-    assert "got records (canary-1) and no gatewayMasterKey" in message
+    message = problem_line(config_error(raw), "vllmFleet.stable")
+    assert ("record canary-1 does not stand (evidence: its receipts cannot be checked: the stack"
+            " declares no gatewayMasterKey") in message
+
+
+def test_a_record_that_does_not_stand_blocks_only_its_promotion_saying_how_to_recover():
+    path = records.write_record("canary-1", CANARY_PAIR, master_key="sk-another-gateway")
+    gate = records.gate_config()
+    # An up that promotes nothing, and a rollback, go on; the record is set aside, not believed.
+    fleet = parse(fleet_raw(rolloutGate=gate)).vllm_fleet
+    assert (fleet.gate_records, [r.name for r in fleet.gate.refused]) == ((), ["canary-1"])
+    assert parse(fleet_raw(stable=STABLE_PAIR, previous=STABLE_PAIR, rolloutGate=gate)).vllm_fleet
+    # The promotion to its pair is refused, with why and how to recover.
+    message = problem_line(config_error(promoted_raw(gate)), "vllmFleet.stable")
+    assert "record canary-1 does not stand (evidence: 176 receipts do not sign" in message
+    assert ("run scripts/gate again, or delete canary-1.json and its evidence from the records"
+            " folder") in message
+    # A file in the records folder that is no record at all does not block an unrelated up.
+    path.write_text("{not json")
+    assert parse(fleet_raw(rolloutGate=gate)).vllm_fleet.gate.refused[0].pair is None
+
+
+def test_the_gate_prints_pass_only_for_a_record_the_stack_would_accept():
+    passing = json.loads(records.write_record("canary-1", CANARY_PAIR).read_text())
+    assert "verdict: PASS" in records.table(passing, records.policy())
+    # Every number passes, but another gateway signed the answers: the stack refuses it, and so
+    # does the gate's own verdict.
+    forged = json.loads(records.write_record("canary-2", CANARY_PAIR,
+                                             master_key="sk-another-gateway").read_text())
+    assert forged["failures"] == []
+    table = records.table(forged, records.policy())
+    assert "verdict: PASS" not in table
+    assert "verdict: REFUSED (the stack would not promote on this record)" in table
+    assert "or another gateway (another master key) signed them" in table
 
 
 def test_a_failing_record_does_not_hide_a_passing_one():
@@ -363,9 +394,12 @@ def test_the_gates_keys_are_developers_in_the_rings_of_their_tracks():
     people = with_gate_keys({})["developers"]
     pilot = next(name for name, d in people.items() if d.get("ring") == "pilot")
     general = next(name for name, d in people.items() if d.get("ring", "general") == "general")
-    assert parse(with_gate_keys({"stable": general, "canary": pilot})).vllm_fleet.gate.keys == {
-        "stable": general, "canary": pilot}
-    message = refused(with_gate_keys({"stable": pilot, "canary": "nobody"}))
-    assert f"vllmFleet.rolloutGate.keys.stable: got '{pilot}'; allowed: a developer in the general ring" \
+    raw = with_gate_keys({"stable": general, "canary": pilot})
+    raw["developers"][general]["ring"] = "stable"
+    raw["gateway"]["coder"]["upstreams"].append("vllmFleet")
+    raw["vllmFleet"]["serviceIPs"] = {"stable": "10.96.100.10"}
+    assert parse(raw).vllm_fleet.gate.keys == {"stable": general, "canary": pilot}
+    message = refused(with_gate_keys({"stable": general, "canary": "nobody"}))
+    assert f"vllmFleet.rolloutGate.keys.stable: got '{general}'; allowed: a developer in the stable ring" \
         in message
     assert "vllmFleet.rolloutGate.keys.canary: got 'nobody'; allowed: a developer of the stack" in message

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 # The values the stack config allows: one home, spear/rules.py, shipped beside the hooks.
-from spear.rules import (CACHE_SALT_SCOPES, DEFAULT_PRIORITY_CLASS, GENERAL_RING, PILOT_RING,
+from spear.rules import (CACHE_SALT_SCOPES, DEFAULT_PRIORITY_CLASS, GENERAL_RING, RINGS,
                          PRIORITY_CLASSES, ring_members)
 
 PRIORITY_LIMIT = 2**31  # |priority| below it
@@ -63,7 +63,7 @@ class Tenant:
         text = {k: v for k in ("developer", "team", "ring", "priority")
                 if isinstance(v := meta.get(k), str) and v}
         return cls(key=key, developer=text.get("developer"), team=text.get("team"),
-                   ring=PILOT_RING if text.get("ring") == PILOT_RING else GENERAL_RING,
+                   ring=text["ring"] if text.get("ring") in RINGS else GENERAL_RING,
                    priority_class=text.get("priority") if text.get("priority") in PRIORITY_CLASSES
                    else DEFAULT_PRIORITY_CLASS)
 

@@ -25,8 +25,8 @@ def test_the_prod_example_declares_a_pilot_and_a_background_developer():
 
 
 @pytest.mark.parametrize("field, value, allowed", [
-    ("ring", "canary", "one of pilot, general"),
-    ("ring", True, "one of pilot, general"),
+    ("ring", "canary", "one of pilot, general, stable"),
+    ("ring", True, "one of pilot, general, stable"),
     ("priority", 10, "one of interactive, background"),
     ("priority", "urgent", "one of interactive, background"),
 ])
@@ -34,6 +34,13 @@ def test_a_bad_ring_or_priority_is_refused_naming_the_key_and_what_is_allowed(
         mocks, field, value, allowed):
     raw = changed(gateway_raw(), (*ANA, field), value)
     assert allowed_for(mocks, raw, f"developers.ana.{field}", GATEWAY_SECRETS) == allowed
+
+
+def test_the_stable_ring_is_refused_where_coder_does_not_route_to_the_fleet(mocks):
+    raw = changed(gateway_raw(), (*ANA, "ring"), "stable")
+    assert allowed_for(mocks, raw, "developers.ana.ring", GATEWAY_SECRETS) == (
+        "pilot or general: the stable ring is served by the fleet's stable track alone, and"
+        " gateway.coder.upstreams does not name vllmFleet")
 
 
 def test_every_bad_ring_and_priority_is_reported_at_once():

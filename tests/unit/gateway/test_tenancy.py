@@ -121,3 +121,9 @@ def test_a_clients_fields_are_taken_out_wherever_it_put_them_and_its_priority_as
     assert take_owned(request) == 20
     assert request == {"model": "coder", "extra_body": {}}
     assert take_owned({"model": "coder"}) is None
+
+
+def test_the_stable_ring_reaches_the_fleets_stable_track_alone_canary_or_not():
+    assert ring_deployments("stable", [STABLE, CANARY, LOCAL, BARE]) == [STABLE]
+    assert ring_deployments("stable", [LOCAL, STABLE]) == [STABLE]
+    assert Tenant.of("hash-gate", {"developer": "gate", "ring": "stable"}).ring == "stable"

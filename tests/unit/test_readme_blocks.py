@@ -1,0 +1,26 @@
+"""Every command block of README.md is run as written: scripts/test by CI (.ci/run execs it),
+the others by tests/integration/test_readme_commands.py on the local stack."""
+
+from __future__ import annotations
+
+from tests.integration import test_readme_commands as readme_test
+from tests.support.readme import block_starting, command_blocks
+from localhosts.engine import REPO
+
+TESTS = block_starting(command_blocks((REPO / "README.md").read_text()), "scripts/test")
+
+
+def test_only_sh_fences_are_commands_and_each_keeps_its_lines():
+    text = "intro\n\n```sh\nscripts/up-local\n```\n\n```text\nsmoke test (local): ok\n```\n\n" \
+           "```sh\na --b c   # why\nd\n```\n"
+    assert command_blocks(text) == ["scripts/up-local\n", "a --b c   # why\nd\n"]
+
+
+def test_every_readme_block_is_run_by_the_readme_test_or_by_ci():
+    run = {readme_test.UP_LOCAL, readme_test.CANARY, readme_test.PROMOTE, readme_test.ROLLBACK, TESTS}
+    assert sorted(command_blocks((REPO / "README.md").read_text())) == sorted(run)
+
+
+def test_ci_runs_the_readmes_test_command_exactly():
+    ci = (REPO / ".ci" / "run").read_text().splitlines()
+    assert ci[-1] == f"exec {TESTS.strip()}"
