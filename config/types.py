@@ -337,6 +337,7 @@ class GatewayCluster:
     venv: str  # the image's LiteLLM virtualenv (bin/litellm, litellm_proxy_extras' migrations)
     service_ip: str | None  # the gateway Service's fixed cluster IP; None: one is assigned
     tls: GatewayTls | None = None  # None: plain HTTP (no agent seat may then reach it)
+    node_port: int | None = None  # where developers outside the cluster reach it (with tls)
 
 
 @dataclass(frozen=True)

@@ -89,7 +89,7 @@ def install(harness: str, version: str) -> Path:
 
     # Beside the folder, so a half-made folder can go while the lock (in their parent) is held.
     done = folder.with_name(folder.name + ".complete")
-    build_once(done, build)
+    build_once(done, build, f"harness install {folder.name}")
     return folder / COMMANDS[harness]
 
 

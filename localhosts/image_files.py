@@ -223,7 +223,7 @@ def cached_image(folder_name: str, refs: Sequence[str], archive_name: str,
         tmp.write_text(json.dumps({"digest": digest, "diff_id": diff_id, "size": size}))
         os.replace(tmp, meta_path)
 
-    build_once(meta_path, build_layer)
+    build_once(meta_path, build_layer, f"image {folder_name}: its layer")
     meta = json.loads(meta_path.read_text())
     archive, digest_path = folder / f"{archive_name}.tar", folder / f"{archive_name}.digest"
 
@@ -235,5 +235,5 @@ def cached_image(folder_name: str, refs: Sequence[str], archive_name: str,
         os.replace(tmp_archive, archive)
         os.replace(tmp_digest, digest_path)
 
-    build_once(digest_path, build_archive)
+    build_once(digest_path, build_archive, f"image {folder_name}: its archive {archive_name}")
     return Image(tuple(refs), archive, digest_path.read_text())

@@ -156,6 +156,7 @@ class Artifact:
 
     def ensure(self) -> Path:
         if self.ready():
+            _say(f"{self.name}: cached")
             return self.folder
         self.folder.parent.mkdir(parents=True, exist_ok=True)
         # A second caller (a test waiting for the build scripts/test started in the background)

@@ -170,7 +170,8 @@ def pause_image() -> Path:
     binary = kubebuild.kubernetes().path("pause")
     out = cache_dir() / "images" / f"pause-{kubebuild.kubernetes().key}.tar"
     build_once(out, lambda: oci.write_image(out, [kubenode.PAUSE_IMAGE], {"/pause": ("file", str(binary), 0o755)},
-                                            {"Cmd": ["/pause"]}, "localhosts/kubecluster.py"))
+                                            {"Cmd": ["/pause"]}, "localhosts/kubecluster.py"),
+               "the pause image")
     return out
 
 

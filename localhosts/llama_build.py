@@ -13,6 +13,7 @@ import fcntl
 import os
 import shutil
 import subprocess
+import sys
 import tarfile
 from pathlib import Path
 
@@ -39,7 +40,11 @@ def local_stack_llama_server() -> Path:
     # The lock the hosts' build takes (LlamaServerBuild's under_build_lock), from the check on.
     with open(f"{folder}.lock", "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if not (folder / ".complete").exists():
+        if (folder / ".complete").exists():
+            print(f"spear-fleet: the local stack's llama-server: cached ({folder})", file=sys.stderr)
+        else:
+            print("spear-fleet: the local stack's llama-server: building (first time only)",
+                  file=sys.stderr, flush=True)
             archive = llama_source.ensure_source_archive()
             shutil.rmtree(folder / "src", ignore_errors=True)
             with tarfile.open(archive.path) as tar:

@@ -83,7 +83,7 @@ def ensure_rootfs() -> Path:
     ensure_host_tools()
     rootfs_dir = cache_dir() / "rootfs"
     tarball = rootfs_dir / f"{SUITE}-{rootfs_key()}.tar.zst"
-    build_once(tarball, lambda: _build_rootfs(tarball))
+    build_once(tarball, lambda: _build_rootfs(tarball), "the hosts' Debian root filesystem")
     return tarball
 
 

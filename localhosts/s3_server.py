@@ -77,7 +77,7 @@ def ensure_jar() -> Path:
             raise RuntimeError(f"{JAR_URL} has sha256 {digest}, expected {JAR_SHA256}")
         partial.rename(jar)  # a jar that exists is complete
 
-    build_once(jar, download)
+    build_once(jar, download, "S3Proxy's jar")
     return jar
 
 

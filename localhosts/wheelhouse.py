@@ -30,7 +30,8 @@ def ensure_wheelhouse(litellm_version: str) -> Path:
     requirements = REQUIREMENTS.read_text()
     key = hashlib.sha256(f"{litellm_version}\n{requirements}".encode()).hexdigest()[:16]
     stamp = folder / f".complete-{key}"
-    build_once(stamp, lambda: _download(folder, litellm_version, requirements, stamp))
+    build_once(stamp, lambda: _download(folder, litellm_version, requirements, stamp),
+               f"the gateway's LiteLLM {litellm_version} wheelhouse")
     return folder
 
 

@@ -147,10 +147,12 @@ class ClusterGateway(pulumi.ComponentResource):
         self.rollout = GatewayRollout(f"{name}-rollout", cluster, self.deployment, place.replicas,
                                       pulumi.ResourceOptions(parent=self,
                                                              depends_on=[self.deployment]))
-        # With TLS, the name the certificate holds, which developers' DNS and the seats'
-        # host aliases resolve; else the Service's name in the cluster's DNS.
-        url = (f"https://{place.tls.name}:{cfg.port}" if place.tls else
-               f"http://{manifests.NAME}.{place.namespace}.svc.cluster.local:{cfg.port}")
+        # With TLS, the name the certificate holds, which developers' DNS (to a node, at the
+        # nodePort) and the seats' host aliases (to the cluster IP, at the port) resolve; else
+        # the Service's name in the cluster's DNS.
+        in_cluster = (f"https://{place.tls.name}:{cfg.port}" if place.tls else
+                      f"http://{manifests.NAME}.{place.namespace}.svc.cluster.local:{cfg.port}")
+        url = f"https://{place.tls.name}:{place.node_port}" if place.node_port else in_cluster
         self.access = DeveloperAccess.make(
             self, name, vantage={"connection": None, "cluster": cluster}, address=manifests.NAME,
             port=cfg.port, url=url, master_key=args.master_key,
@@ -163,7 +165,7 @@ class ClusterGateway(pulumi.ComponentResource):
         # host aliases resolve to the fixed cluster IP; without TLS (and so without seats), the
         # fixed cluster IP when the stack gives one, since a cluster without DNS resolves no
         # Service name.
-        self.pod_url = (url if place.tls or not place.service_ip
+        self.pod_url = (in_cluster if place.tls or not place.service_ip
                         else f"http://{place.service_ip}:{cfg.port}")
 
         self.outputs: dict[str, Any] = {

@@ -155,11 +155,15 @@ def tls_secret(gateway: Gateway, certificate: Any, key: Any) -> dict[str, Any]:
 
 
 def service(gateway: Gateway) -> dict[str, Any]:
+    """One Service for both: its cluster IP for the seats, and with a nodePort every node's
+    address for developers outside the cluster."""
     cluster = gateway.kubernetes
+    port = {"name": "http", "port": gateway.port, "targetPort": "http"}
     return {
         "metadata": {"name": NAME, "namespace": cluster.namespace, "labels": LABELS},
         "spec": {"selector": {APP_LABEL: NAME},
-                 "ports": [{"name": "http", "port": gateway.port, "targetPort": "http"}],
+                 **({"type": "NodePort", "ports": [{**port, "nodePort": cluster.node_port}]}
+                    if cluster.node_port else {"ports": [port]}),
                  **({"clusterIP": cluster.service_ip} if cluster.service_ip else {})},
     }
 

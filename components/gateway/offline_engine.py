@@ -38,7 +38,8 @@ def bundle() -> Path:
     """The bundle's tarball, built once per key (npm ci, about 5 s warm)."""
     folder = cache_dir() / "prisma-offline"
     tarball = folder / f"{bundle_key()}.tar.gz"
-    build_once(tarball, lambda: _build(tarball))
+    # Silent: the gateway's install builds it inside the Pulumi program (about 5 s).
+    build_once(tarball, lambda: _build(tarball), None)
     return tarball
 
 

@@ -14,7 +14,7 @@ from collections.abc import Collection, Mapping
 from typing import Any
 
 from config.checker import (API_URL_TEXT, DNS_LABEL, DNS_LABEL_TEXT, MISSING, NAME, NAME_TEXT,
-                            Checker, absolute_dir, api_url, get, ip_address)
+                            Checker, absolute_dir, api_url, get, ip_address, show)
 from config.schema.common import api_key, ssh_key_entry, ssh_target
 from config.types import (DATABASE_LOCATIONS, EXTERNAL_DATABASE, FRONTIER_API_KEY,
                           GATEWAY_DATABASE_URL, GATEWAY_MASTER_KEY, GATEWAY_TLS_CERTIFICATE,
@@ -48,7 +48,8 @@ DEFAULT_HATCH_PRICE = {"input": 3.0, "output": 15.0}
 _KEYS = ("name", "ssh", "kubernetes", "runtimeDir", "listen", "litellm", "database", "coder",
          "hatch")
 # gateway.kubernetes: the gateway in the fleet's cluster.
-_CLUSTER_KEYS = ("namespace", "replicas", "image", "venv", "serviceIP", "tls")
+_CLUSTER_KEYS = ("namespace", "replicas", "image", "venv", "serviceIP", "tls", "nodePort")
+NODE_PORTS = (30000, 32767)  # Kubernetes' default --service-node-port-range
 # A DNS name of one or more labels (RFC 1123), as a certificate's subject alternative name has it.
 _DNS_NAME = re.compile(r"(?=.{1,253}$)[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*")
 _HOST_ONLY = ("ssh", "runtimeDir", "listen")  # settings of the gateway host
@@ -179,10 +180,19 @@ def _cluster(check: Checker, value: Any, pem: Mapping[str, Any]) -> GatewayClust
         service_ip = check.text("gateway.kubernetes.serviceIP", get(cluster, "serviceIP"),
                                 ip_address, "an IP address in the cluster's Service range")
     the_tls = _tls(check, get(cluster, "tls"), pem) if get(cluster, "tls") is not MISSING else None
+    node_port = None
+    if get(cluster, "nodePort") is not MISSING:
+        node_port = check.integer("gateway.kubernetes.nodePort", get(cluster, "nodePort"),
+                                  *NODE_PORTS)
+        if get(cluster, "tls") is MISSING:
+            # Plain HTTP only on loopback: a NodePort carries the keys across every node's network.
+            check.report("gateway.kubernetes.nodePort", show(get(cluster, "nodePort")),
+                         "nothing without gateway.kubernetes.tls: a gateway reached from outside"
+                         " the cluster serves TLS by name")
     if not check.clean_since(start):
         return None
     return GatewayCluster(namespace=namespace, replicas=replicas, image=image, venv=venv,
-                          service_ip=service_ip, tls=the_tls)
+                          service_ip=service_ip, tls=the_tls, node_port=node_port)
 
 
 def _tls(check: Checker, value: Any, pem: Mapping[str, Any]) -> GatewayTls | None:

@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import http.client
 import json
+import os
+import shlex
 import socket
 import ssl
 import subprocess
@@ -37,10 +39,10 @@ import pytest
 import yaml
 
 from components.hostops.waiting import wait_until
-from localhosts import (frontier_standin, gateway_image, kubebuild, kubenode, seat_image,
-                        tiny_model)
+from localhosts import (frontier_standin, gateway_image, harness_install, kubebuild, kubenode,
+                        seat_image, tiny_model)
 from spear import seats
-from spear.harness import HARNESSES, ONE_TURN, OPENHANDS
+from spear.harness import DEFAULT_VERSIONS, HARNESSES, ONE_TURN, OPENHANDS, QWEN_CODE
 from spear.rules import GATEWAY_POD_LABELS, pods_peer
 from spear_gateway.pricing import Prices, worst_case_usd
 from localhosts.engine import REPO, Project, engine_env, without_inference_hosts
@@ -65,6 +67,7 @@ TLS_CERTIFICATE, TLS_KEY = tls.issue(TLS_NAME)
 TRAP_MODEL = "spear-fleet/tiny-no-tool-template"
 REPLICAS = 2
 PORT = 4000
+NODE_PORT = 30443  # where developers outside the cluster reach it (gateway.kubernetes.nodePort)
 SEAT_DEVELOPER = "sam"
 CHECK_DEVELOPER = "ci"  # whose key the harnesses' dialect checks ask with
 BUDGET = 10.0  # USD, for the two keys the budget tests spend
@@ -102,7 +105,7 @@ def gateway_config() -> dict[str, Any]:
     image = gateway_image.ensure_image(gateway["litellm"]["version"])
     gateway.update(
         kubernetes={"namespace": GATEWAY_NS, "replicas": REPLICAS, "image": image.ref,
-                    "serviceIP": GATEWAY_IP, "tls": {"name": TLS_NAME}},
+                    "serviceIP": GATEWAY_IP, "tls": {"name": TLS_NAME}, "nodePort": NODE_PORT},
         database={"location": "external"})
     gateway["coder"] = {**gateway["coder"], "upstreams": ["vllmFleet"],
                         "pricePerMillionTokensUsd": {"input": INPUT_USD_PER_MILLION,
@@ -300,8 +303,9 @@ def test_up_runs_two_proven_replicas_on_one_database_and_every_developer_is_serv
     gateway = project.outputs(STACK)["gateway"]
     assert (gateway["placement"], gateway["ready_replicas"], gateway["cluster_ip"]) == (
         "kubernetes", REPLICAS, GATEWAY_IP)
-    # HTTPS by its name; keys and smoke tests went through the API server's proxy over it.
-    assert gateway["url"] == f"https://{TLS_NAME}:{PORT}"
+    # HTTPS by its name at the node port for developers; keys and smoke tests went through the
+    # API server's proxy over it.
+    assert gateway["url"] == f"https://{TLS_NAME}:{NODE_PORT}"
     assert gateway["tls"] == {"name": TLS_NAME, "root": tls_root()}
     for dev in DEVELOPERS:
         assert gateway["smoke_tests"][dev] == "end_turn | SPEAR-BACKEND-OK | ()"
@@ -411,6 +415,37 @@ def test_each_real_harness_completes_a_turn_in_its_seat_through_the_gateway_to_t
                                  turn.stdout[-3000:])
         assert tiny_model.SMOKE_ANSWER in turn.stdout or (
             harness == OPENHANDS and FINISHED in turn.stdout), (seat, turn.stdout[-3000:])
+
+
+def test_a_developer_on_this_machine_reaches_the_gateway_by_name_over_tls_with_harness_envs_wiring(
+        stand, tmp_path):
+    project, _, db = stand
+    outputs = tmp_path / "harnesses.json"
+    outputs.write_text(project.pulumi("stack", "output", "harnesses", "--show-secrets", "--json",
+                                      "--stack", STACK).stdout)
+    # The developer's DNS resolves the gateway's name to a node: here a hosts file of the turn's
+    # own (a mount namespace), so this machine's is never touched.
+    hosts = tmp_path / "hosts"
+    hosts.write_text(f"127.0.0.1 localhost\n{kubenode.NODE_IP} {TLS_NAME}\n")
+    home, workspace = tmp_path / "home", tmp_path / "workspace"
+    (workspace / "src").mkdir(parents=True)
+    (workspace / "src" / "app.py").write_text("print(42)\n")
+    home.mkdir()
+    qwen = harness_install.install(QWEN_CODE, DEFAULT_VERSIONS[QWEN_CODE])
+    script = (f'eval "$({REPO}/scripts/harness-env {SEAT_DEVELOPER} {QWEN_CODE} --write'
+              f' --outputs-json {outputs})"\n'
+              f'case "$OPENAI_BASE_URL" in https://{TLS_NAME}:{NODE_PORT}/v1) ;; *) exit 9 ;; esac\n'
+              f'exec {qwen} {" ".join(map(shlex.quote, ONE_TURN[QWEN_CODE][1:]))}')
+    before = fleet_requests(db, SEAT_DEVELOPER)
+    turn = subprocess.run(["unshare", "--mount", "sh", "-c", f"mount --bind {hosts} /etc/hosts"
+                           f" && exec sh -c {shlex.quote(script)}"], cwd=workspace,
+                          env={"PATH": os.environ["PATH"], "HOME": str(home)},
+                          capture_output=True, text=True, timeout=600)
+    assert turn.returncode == 0, (turn.stdout[-3000:], turn.stderr[-3000:])
+    assert tiny_model.SMOKE_ANSWER in turn.stdout, turn.stdout[-3000:]
+    # The root it trusted is the one harness-env wrote, and the fleet served the turn.
+    assert (home / ".config" / "spear-fleet" / "gateway-ca.pem").read_text() == tls_root()
+    assert wait_until(lambda: fleet_requests(db, SEAT_DEVELOPER) >= before + 2, 120)
 
 
 def test_the_sandbox_allows_exactly_the_gateways_pods_on_its_port_taken_from_the_gateway(stand):

@@ -6,6 +6,7 @@ the bundle's root."""
 from __future__ import annotations
 
 import datetime
+import json
 
 import pytest
 
@@ -121,3 +122,34 @@ def test_developers_wiring_names_the_gateway_by_its_tls_name_and_carries_its_roo
     assert codex["env"]["CODEX_CA_CERTIFICATE"] == harness.DEVELOPER_CA_FILE
     assert codex["ca"] == {"path": harness.DEVELOPER_CA_FILE,
                            "content": root_certificate(SEATS_TLS_CERTIFICATE)}
+
+
+def test_developers_outside_the_cluster_reach_it_by_name_at_its_node_port_and_seats_at_its_cluster_ip():
+    raw = seats_raw()
+    raw["gateway"]["kubernetes"]["nodePort"] = 30443
+    gateway = parse(raw).gateway
+    spec = cluster_manifests.service(gateway)["spec"]
+    assert (spec["type"], spec["clusterIP"]) == ("NodePort", gateway.kubernetes.service_ip)
+    assert spec["ports"] == [{"name": "http", "port": 4000, "targetPort": "http", "nodePort": 30443}]
+    program = run_program(raw, SEAT_SECRETS)
+    # A developer's wiring: the name, at the node port, trusting the root.
+    codex = program.exported["harnesses:ana"]["codex"]
+    assert f'base_url = "https://{SEATS_GATEWAY_NAME}:30443/v1"' in codex["file"]["content"]
+    assert codex["ca"]["content"] == root_certificate(SEATS_TLS_CERTIFICATE)
+    # A seat's: the same name at the Service's port, which its host alias sends to the cluster IP.
+    seat = json.dumps({name: inputs for name, inputs in program.inputs.items()
+                       if name.startswith("seat-ana-codex")})
+    assert f"{SEATS_GATEWAY_URL}/v1" in seat and ":30443" not in seat
+
+
+def test_a_node_port_is_refused_without_tls_or_outside_the_node_port_range():
+    raw = seats_raw()
+    raw["gateway"]["kubernetes"]["nodePort"] = 8443
+    assert "gateway.kubernetes.nodePort: got 8443; allowed: an integer 30000-32767" in problems(raw)
+    raw = seats_raw()
+    del raw["gateway"]["kubernetes"]["tls"]
+    del raw["vllmFleet"]["agentSandbox"]["seats"]
+    raw["gateway"]["kubernetes"]["nodePort"] = 30443
+    assert problem_line(problems(raw), "gateway.kubernetes.nodePort").endswith(
+        "got 30443; allowed: nothing without gateway.kubernetes.tls: a gateway reached from"
+        " outside the cluster serves TLS by name")
