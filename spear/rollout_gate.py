@@ -422,15 +422,18 @@ def claimed_pair(value: Any) -> Pair | None:
 
 
 def judge(name: str, value: Any, evidence: bytes | None, tasks: Sequence[Task], policy: Policy,
-          receipt_key: bytes | None) -> Record | Refused:
+          receipt_key: bytes | None, *, receipts: bool = True) -> Record | Refused:
     """The one verdict on a record, which scripts/gate gives before it prints PASS, the config
     check before `pulumi up` and the policy pack at preview: `check_record`, then
-    `receipt_problems` with the key derived from the gateway's master key. The pack holds no
-    secret and passes None: the config check, which runs first in the same preview, checked the
-    receipts (and with no master key lets no record stand)."""
+    `receipt_problems` with the key derived from the gateway's master key (None: the stack has
+    none, so no receipt can be checked and no record stands). The pack holds no secret and
+    passes receipts=False: the config check, which runs first in the same preview, checked them."""
     record, problems = check_record(value, evidence, tasks, policy)
-    if record is not None and evidence is not None and receipt_key is not None:
-        problems = [f"evidence: {p}" for p in receipt_problems(evidence, tasks, receipt_key)]
+    if record is not None and evidence is not None and receipts:
+        problems = ([f"evidence: {p}" for p in receipt_problems(evidence, tasks, receipt_key)]
+                    if receipt_key is not None else
+                    ["evidence: its receipts cannot be checked: the stack declares no"
+                     " gatewayMasterKey (the gateway that signed its answers)"])
     if record is None or problems:
         return Refused(name, claimed_pair(value), tuple(problems))
     return record

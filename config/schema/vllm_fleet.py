@@ -643,10 +643,6 @@ def _gate(check: Checker, key: str, value: Any, receipt_key: bytes | None) -> Ro
         with contextlib.suppress(OSError):
             evidence[name] = (path.parent / file).read_bytes()
         verdict = rollout_gate.judge(name, raw[name], evidence.get(name), tasks, policy, receipt_key)
-        if receipt_key is None and isinstance(verdict, rollout_gate.Record):
-            verdict = rollout_gate.Refused(name, verdict.pin.pair, (
-                "evidence: its receipts cannot be checked: the stack declares no gatewayMasterKey"
-                " (the gateway that signed its answers)",))
         (records if isinstance(verdict, rollout_gate.Record) else refused).append(verdict)
     if not check.clean_since(start):
         return None

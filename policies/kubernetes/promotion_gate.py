@@ -50,9 +50,9 @@ def _records(props) -> tuple[list[rollout_gate.Record], list[rollout_gate.Refuse
     checked, refused = [], []
     for written in json.loads(data[RECORDS_JSON]):
         name = str(written.get("name") if isinstance(written, dict) else None)
-        # No receipt key: a policy sees no secret (the config check verified the receipts).
+        # A policy sees no secret: the config check verified the receipts.
         verdict = rollout_gate.judge(name, written, _unzip(binary, evidence_key(name)), tasks,
-                                     policy, None)
+                                     policy, None, receipts=False)
         (checked if isinstance(verdict, rollout_gate.Record) else refused).append(verdict)
     return checked, refused, []
 

@@ -403,3 +403,11 @@ def test_the_gates_keys_are_developers_in_the_rings_of_their_tracks():
     assert f"vllmFleet.rolloutGate.keys.stable: got '{general}'; allowed: a developer in the stable ring" \
         in message
     assert "vllmFleet.rolloutGate.keys.canary: got 'nobody'; allowed: a developer of the stack" in message
+
+
+def test_without_the_stacks_master_key_the_gate_says_refused_as_the_config_check_would():
+    written = json.loads(records.write_record("canary-1", CANARY_PAIR).read_text())
+    evidence = Path(records.RECORDS, written["evidence"]["file"]).read_bytes()
+    verdict = rollout_gate.judge("canary-1", written, evidence, records.tasks(), records.policy(), None)
+    assert isinstance(verdict, rollout_gate.Refused)
+    assert "the stack declares no gatewayMasterKey" in gate_run.table(written, records.policy(), verdict)
