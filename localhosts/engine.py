@@ -9,6 +9,7 @@ repository's stacks or the developer's state. Results are read from the engine's
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -26,6 +27,16 @@ REPO = Path(__file__).resolve().parents[1]
 EXAMPLE_PASSPHRASE = "spear-fleet-example"
 PROJECT_FILES = ("__main__.py", "config", "components", "review", "spear", "gate", "hosts",
                  "requirements.txt")
+
+
+def upstream_source_env() -> dict[str, str]:
+    """For a copy of the project elsewhere, which has no ../shared/upstream beside it: the
+    sources this checkout's engine is built from (setup-engine.sh keys the engine by them, and
+    would otherwise clone them from GitHub)."""
+    shared = REPO.parent / "shared" / "upstream"
+    if "SPEAR_UPSTREAM_SRC" in os.environ or not shared.is_dir():
+        return {}
+    return {"SPEAR_UPSTREAM_SRC": str(shared)}
 
 
 def engine_env() -> dict[str, str]:

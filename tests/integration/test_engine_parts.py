@@ -12,7 +12,8 @@ import subprocess
 
 import pytest
 
-from localhosts.engine import REPO, Project, engine_env
+from localhosts.engine import REPO, Project, engine_env, upstream_source_env
+from tests.support.checkout import working_tree_copy
 
 pytestmark = pytest.mark.integration
 
@@ -68,22 +69,13 @@ def test_a_fresh_clone_previews_with_the_policy_pack_after_only_sourcing_env_sh(
     """What a clone of this working tree holds, without any virtualenv: the language host creates
     .venv from requirements.txt on the first preview, and env.sh the policy pack's (without which
     the preview hangs). A trivial program, so the fleet's own config is not what is tested."""
-    clone = tmp_path / "clone"
-    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-                            cwd=REPO, check=True, capture_output=True, text=True).stdout
-    for name in filter(None, listed.split("\0")):
-        if (REPO / name).is_file():  # not a file deleted in the working tree
-            (clone / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(REPO / name, clone / name)
+    clone = working_tree_copy(REPO, tmp_path / "clone")
     assert not (clone / ".venv").exists() and not (clone / "policies" / ".venv").exists()
     (clone / "__main__.py").write_text('import pulumi\n\npulumi.export("answer", 42)\n')
     state = tmp_path / "state"
     state.mkdir()
     env = {**os.environ, "PULUMI_BACKEND_URL": f"file://{state}",
-           "PULUMI_CONFIG_PASSPHRASE": "test-passphrase"}
-    # The clone has no ../shared/upstream beside it: name the sources this checkout builds from.
-    if "SPEAR_UPSTREAM_SRC" not in env and (REPO.parent / "shared" / "upstream").is_dir():
-        env["SPEAR_UPSTREAM_SRC"] = str(REPO.parent / "shared" / "upstream")
+           "PULUMI_CONFIG_PASSPHRASE": "test-passphrase", **upstream_source_env()}
 
     log = tmp_path / "preview.log"
     with log.open("w") as out:  # a file, not a pipe: a hung plugin cannot hold the test

@@ -35,7 +35,7 @@ from components.hostops.waiting import wait_until
 from components.vllm_fleet import alerts
 from localhosts import local_stack
 from localhosts.host import host_status
-from localhosts.engine import REPO
+from localhosts.engine import REPO, upstream_source_env
 from tests.support.kube import clear
 from tests.support.prometheus import Prometheus
 from tests.support.readme import block_starting, command_blocks, project_copy
@@ -105,7 +105,7 @@ def local(tmp_path_factory, kube_cluster):
     local_stack.start_gateway(fresh=True)
     project = project_copy(REPO, tmp_path_factory.mktemp("project"))
     env = {**os.environ, "PULUMI_BACKEND_URL": f"file://{tmp_path_factory.mktemp('state')}",
-           "PULUMI_SKIP_CONFIRMATIONS": "true"}
+           "PULUMI_SKIP_CONFIRMATIONS": "true", **upstream_source_env()}
     yield project, env
     subprocess.run(["bash", "-c", "source scripts/env.sh && pulumi destroy --yes --stack local"
                     " --non-interactive"], cwd=project, env=env, capture_output=True, check=False)

@@ -202,5 +202,6 @@ def test_a_real_runs_evidence_with_one_answer_edited_is_refused_though_its_sha25
     with pytest.raises(ConfigError) as error:
         parse(promoted_raw(records.gate_config(**SLOS)))
     # ... and the receipts say those are not the gateway's answers.
-    assert "receipts do not sign their line's request and answer" in problem_line(
-        error.value, "vllmFleet.rolloutGate.records (record edited).evidence")
+    line = problem_line(error.value, "vllmFleet.stable")
+    assert "record edited does not stand (evidence: 14 receipts do not sign their line's request" \
+           " and answer" in line

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
-import subprocess
 from pathlib import Path
+
+from tests.support.checkout import working_tree_copy
 
 FENCE = re.compile(r"^```(\S*)\n(.*?)^```$", re.MULTILINE | re.DOTALL)
 
@@ -26,15 +26,9 @@ def block_starting(blocks: list[str], first_line: str) -> str:
 
 
 def project_copy(repo: Path, dest: Path) -> Path:
-    """The project's files (tracked, and new ones git does not ignore) copied to `dest`, with its
-    virtualenvs linked, not rebuilt: what a newcomer's clone holds once set up."""
-    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-                            cwd=repo, capture_output=True, check=True).stdout.decode()
-    for name in filter(None, listed.split("\0")):
-        source = repo / name
-        if source.is_file() and not source.is_symlink():  # a file deleted but not yet committed is not
-            (dest / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(source, dest / name)
+    """The working tree copied to `dest`, with its virtualenvs linked, not rebuilt: what a
+    newcomer's clone holds once set up."""
+    working_tree_copy(repo, dest)
     for venv in (".venv", "policies/.venv"):
         if (repo / venv).is_dir():
             os.symlink(repo / venv, dest / venv)

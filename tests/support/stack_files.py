@@ -13,6 +13,7 @@ import pulumi
 import yaml
 
 from config.checker import NAMESPACE
+from spear.rules import STABLE_RING
 from config.schema import parse
 from config.types import InferenceHost
 
@@ -67,12 +68,17 @@ FLEET_KEYS = ("vllmFleet", "kubeconfig", "vllmApiKey")
 
 
 def without_fleet(raw: dict[str, Any]) -> dict[str, Any]:
-    """raw without the vLLM fleet and what only it needs (the gateway's route to it too)."""
+    """raw without the vLLM fleet and what only it needs (the gateway's route to it, and the
+    stable ring, which only the fleet's stable track serves: its keys become general)."""
     kept = {key: value for key, value in raw.items() if key not in FLEET_KEYS}
     if "gateway" in kept:
         coder = kept["gateway"]["coder"]
         kept["gateway"] = {**kept["gateway"], "coder": {
             **coder, "upstreams": [u for u in coder["upstreams"] if u != "vllmFleet"]}}
+    if "developers" in kept:
+        kept["developers"] = {name: {k: v for k, v in dev.items()
+                                     if not (k == "ring" and v == STABLE_RING)}
+                              for name, dev in kept["developers"].items()}
     return kept
 
 
