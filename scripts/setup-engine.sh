@@ -89,8 +89,18 @@ build_once() { # $1 output binary, $2 module folder, $3 package, then `go build`
   local out=$1 dir=$2 pkg=$3; shift 3
   mkdir -p "$(dirname "$out")"
   say "building $(basename "$out") (first time only; minutes on 2 cores)"
-  local started=$SECONDS
-  (cd "$dir" && go build "$@" -o "$out.tmp.$$" "$pkg")
+  local started=$SECONDS said=$SECONDS
+  (cd "$dir" && go build "$@" -o "$out.tmp.$$" "$pkg") &
+  local build=$!
+  # A minute of silence reads as a hang: say it is still building.
+  while kill -0 "$build" 2>/dev/null; do
+    sleep 2
+    if ((SECONDS - said >= 60)); then
+      said=$SECONDS
+      say "still building $(basename "$out") ($(((SECONDS - started) / 60)) min)"
+    fi
+  done
+  wait "$build"
   mv "$out.tmp.$$" "$out" # complete binaries only
   say "built $(basename "$out") in $((SECONDS - started)) s"
 }
