@@ -83,7 +83,9 @@ elif gateway_cfg is not None:
         frontier_api_key=stack.api_keys[FRONTIER_API_KEY],
         database_url=stack.api_keys.get(GATEWAY_DATABASE_URL),
         upstreams={name: endpoints[name] for name in gateway_cfg.upstreams if name != FLEET_UPSTREAM},
-        developers=cfg.developers, harnesses=harnesses, fleet=fleet_routes))
+        developers=cfg.developers, harnesses=harnesses, fleet=fleet_routes,
+        tls_certificate=stack.api_keys.get(GATEWAY_TLS_CERTIFICATE),
+        tls_key=stack.api_keys.get(GATEWAY_TLS_KEY)))
 if fleet is not None:
     pulumi.export("vllm_fleet", fleet.outputs)
 
@@ -94,7 +96,7 @@ seats = None
 if fleet is not None and gateway is not None and sandbox is not None and sandbox.seats:
     seats = AgentSeats("seat", AgentSeatsArgs(
         sandbox=sandbox, developers=cfg.developers, gateway_url=gateway.pod_url,
-        trust=GatewayTrust.of(gateway_cfg.kubernetes),
+        trust=GatewayTrust.of(gateway_cfg),
         keys={dev: key.key for dev, key in gateway.access.keys.items()}, harnesses=harnesses,
         provider=fleet.provider, after=fleet.sandbox))
 

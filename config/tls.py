@@ -1,4 +1,4 @@
-"""The gateway's TLS material (gateway.kubernetes.tls): what the config check refuses before any
+"""The gateway's TLS material (gateway.kubernetes.tls or gateway.listen.tls): what the config check refuses before any
 resource exists, and the root certificate the gateway's clients are told to trust.
 
 The stack gives a PEM bundle (`gatewayTlsCertificate`: the gateway's certificate first, then its
@@ -23,8 +23,8 @@ def _chain(bundle: str) -> list[x509.Certificate]:
     return x509.load_pem_x509_certificates(bundle.encode())
 
 
-def certificate_problems(name: str, bundle: str, key: str,
-                         now: datetime.datetime | None = None) -> list[tuple[str, str, str]]:
+def certificate_problems(name: str, bundle: str, key: str, now: datetime.datetime | None = None,
+                         setting: str = "gateway.kubernetes.tls") -> list[tuple[str, str, str]]:
     """(secret, what it is, what is allowed) for each way the material cannot serve `name`:
     a bundle or key that does not parse, a certificate that does not name `name`, is not valid
     now, or is not signed by the next one, a chain that does not end in a self-signed root,
@@ -43,7 +43,7 @@ def certificate_problems(name: str, bundle: str, key: str,
     if name not in dns_names:
         problems.append(("gatewayTlsCertificate", f"a certificate for {', '.join(dns_names) or 'no DNS name'}",
                          f"a certificate whose subject alternative names hold {name}"
-                         " (gateway.kubernetes.tls.name)"))
+                         f" ({setting}.name)"))
     now = now or datetime.datetime.now(datetime.timezone.utc)
     for cert in chain:
         if not cert.not_valid_before_utc <= now <= cert.not_valid_after_utc:

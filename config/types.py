@@ -342,10 +342,20 @@ class GatewayCluster:
 
 @dataclass(frozen=True)
 class GatewayTls:
-    """gateway.kubernetes.tls: the gateway serves HTTPS under `name` with the stack's certificate
-    (gatewayTlsCertificate, gatewayTlsKey: secrets), and its clients trust `root_pem`."""
-    name: str  # the DNS name in the certificate, which seats resolve to the Service's address
+    """gateway.kubernetes.tls or gateway.listen.tls: the gateway serves HTTPS under `name` with
+    the stack's certificate (gatewayTlsCertificate, gatewayTlsKey: secrets), and its clients
+    trust `root_pem`."""
+    name: str  # the DNS name in the certificate, which seats resolve to the gateway's address
     root_pem: str  # the bundle's self-signed root (public)
+
+
+@dataclass(frozen=True)
+class TlsListener:
+    """gateway.listen.tls: the gateway host's HTTPS listener beside its loopback HTTP, on an
+    address seats and developers reach (never loopback)."""
+    address: str
+    port: int
+    tls: GatewayTls
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -364,6 +374,7 @@ class Gateway:
     pricing: Pricing
     hatch: Hatch
     kubernetes: GatewayCluster | None = None
+    tls_listener: TlsListener | None = None  # on a gateway host: its HTTPS beyond loopback
 
 
 # --------------------------------------------------------------------------------------------

@@ -142,6 +142,8 @@ def reference_config(count: int, keys: list[Path]) -> dict[str, Any]:
     gateway = copy.deepcopy(local["gateway"])
     gateway["ssh"]["privateKeyPath"] = str(keys[-1])
     gateway["coder"]["upstreams"] = list(hosts)
+    # No seats here, so no HTTPS listener (and no certificate to hand the preview).
+    gateway["listen"].pop("tls", None)
     return {"backends": backends, "inferenceHosts": hosts, "gateway": gateway,
             "developers": developers(count)}
 

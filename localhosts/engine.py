@@ -222,6 +222,10 @@ def without_inference_hosts(workdir: Path, env: dict[str, str]) -> Project:
     return project
 
 
+# What a preview of a stack file runs its seats with in place of a seat image built here.
+PREVIEW_SEAT_IMAGE = "localhost/spear-fleet/seat:preview@sha256:" + "0" * 64
+
+
 def repo_stack(workdir: Path, stack: str, cluster: Path | None = None) -> Project:
     """A project copy holding stacks/Pulumi.<stack>.yaml as committed, the stack created.
 
@@ -230,7 +234,8 @@ def repo_stack(workdir: Path, stack: str, cluster: Path | None = None) -> Projec
     declares the vLLM fleet needs the kubernetes plugin: this waits for its build if it runs. A
     fleet that names a kubeconfig file (the local stack's cluster) gets `cluster`, the kubeconfig
     of the test session's cluster, instead: the preview then runs against a real API server on
-    every machine, and never reads this machine's own local cluster.
+    every machine, and never reads this machine's own local cluster. A seat image built here
+    (seatImage.file) is PREVIEW_SEAT_IMAGE: the preview needs a pinned reference, not the image.
     """
     config = yaml.safe_load((REPO / "stacks" / f"Pulumi.{stack}.yaml").read_text())["config"]
     fleet = config.get("spear-fleet:vllmFleet")
@@ -256,4 +261,8 @@ def repo_stack(workdir: Path, stack: str, cluster: Path | None = None) -> Projec
             project.set_config(stack, f"{owner}.ssh.privateKeyPath", str(key))
     if names_file:
         project.set_config(stack, "vllmFleet.kubeconfig", str(cluster))
+    # A seat image this machine builds (seatImage.file: the local stack's) may not be built yet:
+    # the preview needs a pinned reference, not the image.
+    if isinstance((fleet or {}).get("agentSandbox", {}).get("seatImage"), dict):
+        project.set_config(stack, "vllmFleet.agentSandbox.seatImage", PREVIEW_SEAT_IMAGE)
     return project

@@ -24,10 +24,11 @@ from pathlib import Path
 import yaml
 
 from components.cache import cache_dir
-from localhosts import kubebuild, llama_source, prometheus_image, tiny_model
+from localhosts import kubebuild, llama_source, prometheus_image, seat_image, tiny_model
 from localhosts.host import HostInfo, start_host, stop_host
 from localhosts.kubecluster import LOCAL_CLUSTER, ClusterInfo, start_cluster, stop_cluster
 from localhosts.wheelhouse import ensure_wheelhouse
+from spear.harness import DEFAULT_VERSIONS
 
 LOCAL_HOST = "local"
 LOCAL_SSH_PORT = 2222  # matches stacks/Pulumi.local.yaml
@@ -88,15 +89,25 @@ def start_gateway(name: str = GATEWAY_HOST, ssh_port: int = GATEWAY_SSH_PORT,
                       fresh=fresh)
 
 
+def harness_versions(stack_file: Path = LOCAL_STACK) -> dict[str, str]:
+    """The harness versions a stack file pins (`harnesses`), which its seat image holds."""
+    config = yaml.safe_load(stack_file.read_text())["config"]
+    return {**DEFAULT_VERSIONS, **config.get("spear-fleet:harnesses", {})}
+
+
 def start_local_cluster(fresh: bool = False) -> ClusterInfo:
     """The cluster the stack's vLLM fleet names (its kubeconfig is written by the start), once its
-    binaries, the kubernetes provider plugin and the serving image are built (cached: instant when
-    they are), with the serving image and the bundled Prometheus's loaded into its node."""
+    binaries, the kubernetes provider plugin and the images are built (cached: instant when they
+    are), with the serving image, the bundled Prometheus's and the seat image loaded into its
+    node; the seat image's pinned reference goes where the stack's seatImage.file reads it."""
     from localhosts.serving_image.build import ensure_image  # builds llama-server: only here
     kubebuild.ensure_all()
-    return start_cluster(LOCAL_CLUSTER, images=[ensure_image().archive,
-                                                prometheus_image.ensure_image().archive],
-                         fresh=fresh)
+    seats = seat_image.ensure_image(harness_versions())
+    cluster = start_cluster(LOCAL_CLUSTER, images=[ensure_image().archive,
+                                                   prometheus_image.ensure_image().archive,
+                                                   seats.archive], fresh=fresh)
+    seat_image.write_ref(seats)
+    return cluster
 
 
 def report(outputs: dict) -> list[str]:

@@ -24,6 +24,7 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
+from components.cache import cache_dir
 from localhosts import harness_install, image_files
 from localhosts.image_files import Entries, Image
 from spear.harness import DEFAULT_VERSIONS, HARNESSES, OPENHANDS
@@ -152,6 +153,15 @@ def ensure_image(versions: Mapping[str, str] = DEFAULT_VERSIONS) -> Image:
 def pinned_ref(image: Image) -> str:
     """The reference a seat runs: the tag and the digest (seatImage must carry the digest)."""
     return f"{image.ref}@{image.digest}"
+
+
+def write_ref(image: Image) -> Path:
+    """Where the local stack's seatImage.file reads the image this machine built and loaded (its
+    digest is this machine's: no stack file can hold it)."""
+    path = cache_dir() / "images" / "local-seat.ref"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(pinned_ref(image) + "\n")
+    return path
 
 
 if __name__ == "__main__":

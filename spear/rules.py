@@ -148,6 +148,11 @@ RECEIPT_CALLBACK = "spear_gateway.receipts.receipt_signer"
 # (hosts/gateway/spear_gateway/edits.py; the wiring in spear/harness.py). No "/metrics" in it:
 # LiteLLM's PrometheusAuthMiddleware admits only the master key to any path that holds it.
 HARNESS_METRICS_PATH = "/spear/harness-telemetry"
+# gateway.listen.tls: the unit tells the hooks' HTTPS listener (hosts/gateway/spear_gateway/
+# tls_listener.py) where to listen (address:port) and which certificate bundle and key to serve.
+TLS_LISTEN_ENV = "SPEAR_TLS_LISTEN"
+TLS_CERTIFICATE_ENV = "SPEAR_TLS_CERTIFICATE_FILE"
+TLS_KEY_ENV = "SPEAR_TLS_KEY_FILE"
 # The name `gateway.coder.upstreams` gives the Kubernetes fleet (its tracks are routes
 # vllm-stable and vllm-canary).
 FLEET_UPSTREAM = "vllmFleet"

@@ -48,6 +48,7 @@ GATEWAY_BACKUP = Token("GatewayBackup")  # the timer that dumps the local databa
 GATEWAY_CONFIG = Token("GatewayConfig")
 GATEWAY_ENV = Token("GatewayEnv")
 GATEWAY_HOOK_FILE = Token("GatewayHookFile")
+GATEWAY_TLS_FILE = Token("GatewayTlsFile")  # gateway.listen.tls's certificate and key
 GATEWAY_SERVICE = Token("GatewayService")
 TUNNEL_KEY = Token("TunnelKey")
 TUNNEL_KNOWN_HOSTS = Token("TunnelKnownHosts")

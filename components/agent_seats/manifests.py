@@ -23,7 +23,7 @@ import shlex
 from dataclasses import dataclass
 from typing import Any
 
-from config.types import AgentSandbox, GatewayCluster, Seat
+from config.types import AgentSandbox, Gateway, Seat
 from spear import harness
 from spear.rules import CODER_MODEL
 from spear.seats import (DEVELOPER, DIALECT_CHECK, DIALECT_CHECK_PREFIX, HARNESS, HARNESS_VERSION,
@@ -63,19 +63,23 @@ CA_SHA256 = "spear-fleet/gateway-ca-sha256"
 
 @dataclass(frozen=True)
 class GatewayTrust:
-    """How a seat reaches the gateway by its TLS name (gateway.kubernetes.tls): the name, the
-    address it resolves to in the seat (the Service's fixed cluster IP: the sandbox has no DNS)
-    and the root certificate the harness trusts."""
+    """How a seat reaches the gateway by its TLS name: the name, the address it resolves to in
+    the seat (the sandbox has no DNS) and the root certificate the harness trusts."""
     name: str
     address: str
     root_pem: str
 
     @classmethod
-    def of(cls, cluster: GatewayCluster) -> GatewayTrust:
-        """gateway.kubernetes's: the config check admits seats only with its tls and serviceIP."""
-        if cluster.tls is None or cluster.service_ip is None:
-            raise ValueError("seats need gateway.kubernetes.tls and serviceIP")
-        return cls(cluster.tls.name, cluster.service_ip, cluster.tls.root_pem)
+    def of(cls, gateway: Gateway) -> GatewayTrust:
+        """In the cluster, the Service's fixed cluster IP (gateway.kubernetes.tls, serviceIP); on
+        a host, its TLS listener's address (gateway.listen.tls): the config check admits seats
+        only with one of them."""
+        cluster, listener = gateway.kubernetes, gateway.tls_listener
+        if cluster is not None and cluster.tls is not None and cluster.service_ip is not None:
+            return cls(cluster.tls.name, cluster.service_ip, cluster.tls.root_pem)
+        if cluster is None and listener is not None:
+            return cls(listener.tls.name, listener.address, listener.tls.root_pem)
+        raise ValueError("seats need gateway.kubernetes.tls and serviceIP, or gateway.listen.tls")
 
 
 def name(seat: Seat) -> str:

@@ -33,6 +33,7 @@ from components.gateway.render import (DATABASE_URL_ENV, FRONTIER_KEY_ENV, HOOK_
                                        MASTER_KEY_ENV, Route, config_facts, hatch_outputs,
                                        hooks_digest, render_config, render_env,
                                        render_tunnel_unit, render_unit, upstream_key_env)
+from components.gateway.render import tls_files as render_tls_files
 from components.hostops.host_key import pinned_connection
 from components.hostops.known_hosts import known_hosts_line
 from components.hostops.remote_file import RemoteFile, RemoteFileArgs, content_digest
@@ -97,6 +98,9 @@ KINDS = (
     Kind.of(tokens.GATEWAY_ENV, "gateway env file", CONFIG_ONLY, meanings={
         CONFIG_ONLY: "rewrites the env file (secrets, not shown); the proxy restarts"}),
     Kind.of(tokens.GATEWAY_HOOK_FILE, "gateway hook file", CONFIG_ONLY),
+    Kind.of(tokens.GATEWAY_TLS_FILE, "gateway TLS file", CONFIG_ONLY, meanings={
+        CONFIG_ONLY: "rewrites the HTTPS listener's certificate or key (not shown); the proxy"
+                     " restarts"}),
     Kind.of(tokens.TUNNEL_KEY, "tunnel key", CONFIG_ONLY),
     Kind.of(tokens.TUNNEL_KNOWN_HOSTS, "tunnel known_hosts", CONFIG_ONLY),
     Kind.of(tokens.GATEWAY_TUNNEL, unit_name, CONFIG_ONLY, details=unit_details, restarts=True,
@@ -127,6 +131,10 @@ class TunnelKnownHosts(RemoteFile, module=tokens.DYNAMIC_MODULE,
                        name=tokens.TUNNEL_KNOWN_HOSTS.name):
     """<runtime>/tunnels/<endpoint>.known_hosts: the host key the endpoint's host must present to
     the tunnel's ssh (public: no secret)."""
+
+
+class GatewayTlsFile(RemoteFile, module=tokens.DYNAMIC_MODULE, name=tokens.GATEWAY_TLS_FILE.name):
+    """<runtime>/tls/gateway.crt and gateway.key (0600): what gateway.listen.tls serves."""
 
 
 class GatewayTunnel(SystemdUnit, module=tokens.DYNAMIC_MODULE, name=tokens.GATEWAY_TUNNEL.name):
@@ -248,6 +256,9 @@ class GatewayArgs:
     developers: dict[str, Developer]  # one virtual key each
     harnesses: HarnessPins
     fleet: FleetRoutes | None = None  # when gateway.coder.upstreams names vllmFleet
+    # gateway.listen.tls's certificate bundle and key (secrets); None without it.
+    tls_certificate: pulumi.Input[str] | None = None
+    tls_key: pulumi.Input[str] | None = None
 
 
 class Gateway(pulumi.ComponentResource):
@@ -257,6 +268,7 @@ class Gateway(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
         cfg = args.config
         runtime = cfg.runtime_dir
+        listener = cfg.tls_listener  # gateway.listen.tls: HTTPS beyond loopback
         self.host_key, connection = pinned_connection(
             name, pulumi.Output.secret(connection_input(cfg.ssh.host, cfg.ssh.port, cfg.ssh.user,
                                                         args.private_key)),
@@ -357,12 +369,23 @@ class Gateway(pulumi.ComponentResource):
             # For policies and reviewers: what `coder` routes to and what the hatch may spend.
             facts={**config_facts(cfg, upstream_names),
                    "binds": [{"host": cfg.ssh.address, "address": cfg.host, "port": cfg.port,
-                              "what": "the LiteLLM gateway"}]},
+                              "what": "the LiteLLM gateway"},
+                             *([{"host": cfg.ssh.address, "address": listener.address,
+                                 "port": listener.port, "what": "the LiteLLM gateway's HTTPS"}]
+                               if listener else [])]},
         ), pulumi.ResourceOptions(parent=self, depends_on=proofs))
         env_text = pulumi.Output.secret(pulumi.Output.all(**env).apply(render_env))
         self.env_file = GatewayEnv(f"{name}-env", RemoteFileArgs(
             connection=connection, path=posixpath.join(runtime, "config", "gateway.env"),
             content=env_text, mode=0o600, secret=True), child)
+        # gateway.listen.tls: the certificate bundle and key its HTTPS listener serves.
+        tls_files = [GatewayTlsFile(f"{name}-tls-{posixpath.basename(path).replace('.', '-')}",
+                                    RemoteFileArgs(connection=connection, path=path,
+                                                   content=pulumi.Output.secret(pem), mode=0o600,
+                                                   secret=True), child)
+                     for path, pem in zip(render_tls_files(cfg), (args.tls_certificate,
+                                                                  args.tls_key))] \
+            if listener else []
         hook_files = [GatewayHookFile(f"{name}-hook-{remote.replace('/', '-').replace('.py', '')}",
                                       RemoteFileArgs(
                                           connection=connection,
@@ -394,23 +417,28 @@ class Gateway(pulumi.ComponentResource):
                 "config": config_text.apply(content_digest),
                 "env": self.env_file.digest,
                 "hooks": hooks_digest(),
+                **{f"tls-{i}": tls_file.digest for i, tls_file in enumerate(tls_files)},
             },
         ), pulumi.ResourceOptions(parent=self, depends_on=[
-            self.migrations, self.config_file, *hook_files, *tunnels,
+            self.migrations, self.config_file, *hook_files, *tunnels, *tls_files,
             *([self.database] if self.database else [])]))
 
         # One key per developer, then the seed's smoke test through the gateway with each key:
-        # every developer leaves `up` with a key that works.
-        url = f"http://{cfg.host}:{cfg.port}"
+        # every developer leaves `up` with a key that works. The keys and the smoke tests ask on
+        # loopback; developers and seats are wired to the HTTPS listener by name when there is one.
+        url = (f"https://{listener.tls.name}:{listener.port}" if listener
+               else f"http://{cfg.host}:{cfg.port}")
         self.access = DeveloperAccess.make(
             self, name, vantage={"connection": connection}, address=cfg.host, port=cfg.port,
             url=url, master_key=args.master_key, database=database, developers=args.developers,
             route_tracks={**{endpoint: None for endpoint in args.upstreams},
                           **(fleet.route_tracks() if fleet else {})},
-            harnesses=args.harnesses, started_at=self.service.started_at, after=[self.service])
+            harnesses=args.harnesses, started_at=self.service.started_at, after=[self.service],
+            root_pem=listener.tls.root_pem if listener else None)
         self.harnesses = self.access.harnesses
 
-        self.pod_url = url  # a pod reaches it where it listens (the sandbox allows exactly that)
+        # A pod reaches it by name at its HTTPS listener (the sandbox allows exactly that).
+        self.pod_url = url
         self.outputs: dict[str, Any] = {
             "url": url,
             "ssh_host_key": self.host_key.outputs(),
@@ -426,6 +454,9 @@ class Gateway(pulumi.ComponentResource):
                                     "dumps": self.backup.dumps,
                                     "restored": self.database.restored}} if self.backup else {}),
             "hatch": hatch_outputs(cfg.hatch),
+            # What a developer's harness trusts to reach `url` (docs/OPERATING.md, "Agent seats").
+            **({"tls": {"name": listener.tls.name, "root": listener.tls.root_pem,
+                        "address": listener.address}} if listener else {}),
             **self.access.outputs(),
         }
         self.register_outputs(self.outputs)

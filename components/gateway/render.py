@@ -8,6 +8,7 @@ config.yaml holds no secret: every credential is `os.environ/<NAME>`, read from 
 from __future__ import annotations
 
 import hashlib
+import posixpath
 import shlex
 import string
 from dataclasses import dataclass
@@ -18,7 +19,8 @@ import yaml
 from config.types import EXTERNAL_DATABASE, OFFLINE_ENGINE, FleetConfig, Gateway, Hatch
 from spear.harness import Window
 from spear.rules import (CODER_MODEL, FLEET_UPSTREAM, FRONTIER_MODEL, HATCH_CALLBACK,
-                         RECEIPT_CALLBACK, tunnel_unit)
+                         RECEIPT_CALLBACK, TLS_CERTIFICATE_ENV, TLS_KEY_ENV, TLS_LISTEN_ENV,
+                         tunnel_unit)
 
 HOSTS_DIR = Path(__file__).resolve().parents[2] / "hosts" / "gateway"
 UNIT_TEMPLATE = HOSTS_DIR / "spear-gateway.service"
@@ -242,12 +244,28 @@ def engine_environment(gateway: Gateway) -> dict[str, str]:
             "PRISMA_BINARY_CACHE_DIR": engine}
 
 
+def tls_files(gateway: Gateway) -> tuple[str, str]:
+    """Where gateway.listen.tls's certificate bundle and key are on the gateway host."""
+    return (posixpath.join(gateway.runtime_dir, "tls", "gateway.crt"),
+            posixpath.join(gateway.runtime_dir, "tls", "gateway.key"))
+
+
+def tls_environment(gateway: Gateway) -> dict[str, str]:
+    """What the hooks' HTTPS listener reads (hosts/gateway/spear_gateway/tls_listener.py)."""
+    listener = gateway.tls_listener
+    if listener is None:
+        return {}
+    certificate, key = tls_files(gateway)
+    return {TLS_LISTEN_ENV: f"{listener.address}:{listener.port}",
+            TLS_CERTIFICATE_ENV: certificate, TLS_KEY_ENV: key}
+
+
 def render_unit(gateway: Gateway, tunnel_units: list[str]) -> str:
     after = [*tunnel_units]
     if gateway.database.location != EXTERNAL_DATABASE:
         after.append(database_unit(gateway))
-    engine_env = "\n".join(f"Environment={name}={value}"
-                           for name, value in engine_environment(gateway).items())
+    engine_env = "\n".join(f"Environment={name}={value}" for name, value in
+                           {**engine_environment(gateway), **tls_environment(gateway)}.items())
     return string.Template(UNIT_TEMPLATE.read_text()).substitute(
         runtime_dir=gateway.runtime_dir, host=gateway.host, port=gateway.port,
         after=" ".join(after), engine_env=engine_env)

@@ -93,20 +93,24 @@ def parse(raw: Mapping[str, Any], deployed_rollout: Any = None) -> FleetConfig:
 def _sandbox_gateway(check: Checker, the_gateway: Gateway | None,
                      sandbox: AgentSandbox) -> EgressTarget | None:
     """Where the agent sandbox reaches the gateway, from the gateway's own settings (typed once):
-    its pods on their port. None without an in-cluster gateway: a gateway host listens on
-    loopback only, which no pod reaches; seats then have no way to it."""
+    its pods on their port in the cluster, or a gateway host's TLS listener. None when the
+    gateway serves only loopback, which no pod reaches; seats then have no way to it."""
     if the_gateway is None:
         return None
-    cluster = the_gateway.kubernetes
-    if sandbox.seats and (cluster is None or cluster.tls is None):
-        # Plain HTTP only on loopback: a seat's requests carry its developer's key across the
-        # pod network.
+    cluster, listener = the_gateway.kubernetes, the_gateway.tls_listener
+    if cluster is None:
+        if sandbox.seats and listener is None:
+            # Plain HTTP only on loopback: a seat's requests carry its developer's key.
+            check.report("gateway.listen.tls", "nothing", "the gateway host's TLS listener,"
+                         " required with agent seats: a seat reaches the gateway by name over"
+                         " TLS (gateway.listen.tls.name, .address, .port, gatewayTlsCertificate,"
+                         " gatewayTlsKey); its loopback HTTP reaches no pod")
+        return listener and EgressTarget("gateway", f"{listener.address}/32", (listener.port,))
+    if sandbox.seats and cluster.tls is None:
         check.report("gateway.kubernetes.tls", "nothing", "the gateway's TLS name and"
                      " certificate, required with agent seats: a seat reaches the gateway by"
                      " name over TLS (gateway.kubernetes.tls.name, gatewayTlsCertificate,"
                      " gatewayTlsKey)")
-    if cluster is None:
-        return None
     if sandbox.seats and cluster.service_ip is None:
         check.report("gateway.kubernetes.serviceIP", "nothing", "the gateway Service's fixed"
                      " cluster IP, required with agent seats: the sandbox has no DNS, so a"

@@ -19,7 +19,7 @@ from config.schema.common import api_key, ssh_key_entry, ssh_target
 from config.types import (DATABASE_LOCATIONS, EXTERNAL_DATABASE, FRONTIER_API_KEY,
                           GATEWAY_DATABASE_URL, GATEWAY_MASTER_KEY, GATEWAY_TLS_CERTIFICATE,
                           GATEWAY_TLS_KEY, LOCAL_DATABASE, OFFLINE_ENGINE, QUERY_ENGINES, ApiKey,
-                          Gateway, GatewayCluster, GatewayTls, DatabaseBackupPlan,
+                          Gateway, GatewayCluster, GatewayTls, DatabaseBackupPlan, TlsListener,
                           GatewayDatabase, Hatch, PackageSource, Pricing)
 from config import tls
 from spear.rules import (BACKUP_DUMP, BACKUP_DUMP_TEXT, FLEET_UPSTREAM, alert_below_cap,
@@ -28,14 +28,14 @@ from spear.rules import (BACKUP_DUMP, BACKUP_DUMP_TEXT, FLEET_UPSTREAM, alert_be
 KEYS = ("gateway", GATEWAY_MASTER_KEY, FRONTIER_API_KEY, GATEWAY_DATABASE_URL,
         GATEWAY_TLS_CERTIFICATE, GATEWAY_TLS_KEY)
 OBJECT_KEYS = ("gateway",)
-LOOPBACK_LISTEN_TEXT = ("a loopback address such as 127.0.0.1 (a gateway host serves plain HTTP:"
-                        " developers reach it through its SSH tunnel; a gateway others reach by"
-                        " name over TLS runs in the cluster, gateway.kubernetes.tls)")
+LOOPBACK_LISTEN_TEXT = ("a loopback address such as 127.0.0.1 (plain HTTP stays on the gateway"
+                        " host; others reach it by name over TLS at gateway.listen.tls)")
 SECRET_NAMES = (GATEWAY_MASTER_KEY, FRONTIER_API_KEY, GATEWAY_DATABASE_URL)
-TLS_SECRETS = (GATEWAY_TLS_CERTIFICATE, GATEWAY_TLS_KEY)  # PEM text, checked with gateway.kubernetes.tls
+TLS_SECRETS = (GATEWAY_TLS_CERTIFICATE, GATEWAY_TLS_KEY)  # PEM text, checked with the gateway's tls
 
 DEFAULT_NAME = "gateway"
 DEFAULT_PORT = 4000  # LiteLLM's own default
+DEFAULT_TLS_PORT = 4443
 DEFAULT_LITELLM = "1.91.1"  # the cookbook's pin
 DEFAULT_PYPI = "https://pypi.org/simple"
 DEFAULT_DATABASE_PORT = 5432
@@ -89,10 +89,10 @@ def parse(check: Checker, value: Any, secret_values: Mapping[str, Any], ssh_keys
         for name in given:
             check.report(name, "a secret without a gateway", "set only with `gateway`")
         return None, {}
-    if not in_cluster_tls(value):
+    if not declares_tls(value):
         for name in (n for n in TLS_SECRETS if n in given):
-            check.report(name, "a secret without gateway.kubernetes.tls",
-                         "set only with gateway.kubernetes.tls")
+            check.report(name, "a secret without the gateway's TLS",
+                         "set only with gateway.kubernetes.tls or gateway.listen.tls")
     start = check.mark()
     gateway = check.obj("gateway", value, _KEYS)
     if gateway is None:
@@ -117,8 +117,9 @@ def parse(check: Checker, value: Any, secret_values: Mapping[str, Any], ssh_keys
     runtime_dir = check.text("gateway.runtimeDir", get(gateway, "runtimeDir"), absolute_dir,
                              "an absolute path other than / (letters, digits, '._+-/')",
                              default="/opt/spear-gateway")
-    listen = check.obj("gateway.listen", get(gateway, "listen"), ("host", "port"), required=False)
-    host = port = None
+    listen = check.obj("gateway.listen", get(gateway, "listen"), ("host", "port", "tls"),
+                       required=False)
+    host = port = listener = None
     if listen is not None:
         # Plain HTTP only on loopback: a gateway host serves plain HTTP, and every request
         # carries a developer's key. Others reach it through its SSH tunnel.
@@ -126,6 +127,8 @@ def parse(check: Checker, value: Any, secret_values: Mapping[str, Any], ssh_keys
                           lambda v: v if ip_address(v) and is_loopback(v) else None,
                           LOOPBACK_LISTEN_TEXT, default="127.0.0.1")
         port = check.port("gateway.listen.port", get(listen, "port"), DEFAULT_PORT)
+        if get(listen, "tls") is not MISSING:
+            listener = _listener(check, get(listen, "tls"), pem)
     version, packages = _litellm(check, get(gateway, "litellm"))
     # Whether the stack set the URL at all: a malformed one is reported once, as malformed.
     database = _database(check, get(gateway, "database"),
@@ -138,13 +141,15 @@ def parse(check: Checker, value: Any, secret_values: Mapping[str, Any], ssh_keys
     return Gateway(name=name, ssh=ssh, runtime_dir=runtime_dir, host=host, port=port,
                    litellm_version=version, packages=packages, database=database,
                    upstreams=upstreams, num_retries=retries, request_timeout=timeout,
-                   pricing=pricing, hatch=hatch, kubernetes=cluster), given
+                   pricing=pricing, hatch=hatch, kubernetes=cluster,
+                   tls_listener=listener), given
 
 
-def in_cluster_tls(value: Any) -> bool:
-    """Whether the stack declares gateway.kubernetes.tls, before any check."""
-    cluster = value.get("kubernetes") if isinstance(value, Mapping) else None
-    return isinstance(cluster, Mapping) and "tls" in cluster
+def declares_tls(value: Any) -> bool:
+    """Whether the stack declares gateway.kubernetes.tls or gateway.listen.tls, before any
+    check."""
+    return any(isinstance(part, Mapping) and "tls" in part for part in
+               ((value.get("kubernetes"), value.get("listen")) if isinstance(value, Mapping) else ()))
 
 
 def _secret(check: Checker, name: str, value: Any, required: bool) -> ApiKey | None:
@@ -196,24 +201,45 @@ def _cluster(check: Checker, value: Any, pem: Mapping[str, Any]) -> GatewayClust
 
 
 def _tls(check: Checker, value: Any, pem: Mapping[str, Any]) -> GatewayTls | None:
-    """gateway.kubernetes.tls: its name, and the certificate and key secrets checked against it
-    (config/tls.py), described and never echoed."""
-    start = check.mark()
+    """gateway.kubernetes.tls: the name the Service's certificate holds."""
     the_tls = check.obj("gateway.kubernetes.tls", value, ("name",))
-    if the_tls is None:
+    return None if the_tls is None else _tls_material(
+        check, "gateway.kubernetes.tls", get(the_tls, "name"), pem)
+
+
+def _listener(check: Checker, value: Any, pem: Mapping[str, Any]) -> TlsListener | None:
+    """gateway.listen.tls: the gateway host's HTTPS listener, beside its loopback HTTP."""
+    start = check.mark()
+    listener = check.obj("gateway.listen.tls", value, ("name", "address", "port"))
+    if listener is None:
         return None
-    name = check.pattern("gateway.kubernetes.tls.name", get(the_tls, "name"), _DNS_NAME,
+    address = check.text("gateway.listen.tls.address", get(listener, "address"),
+                         lambda v: v if ip_address(v) and not is_loopback(v) else None,
+                         "an IP address of the gateway host other than loopback, which the"
+                         " seats' pods and developers reach (loopback is gateway.listen.host)")
+    port = check.port("gateway.listen.tls.port", get(listener, "port"), DEFAULT_TLS_PORT)
+    the_tls = _tls_material(check, "gateway.listen.tls", get(listener, "name"), pem)
+    if not check.clean_since(start):
+        return None
+    return TlsListener(address=address, port=port, tls=the_tls)
+
+
+def _tls_material(check: Checker, key: str, value: Any, pem: Mapping[str, Any]) -> GatewayTls | None:
+    """`key`.name, and the certificate and key secrets checked against it (config/tls.py),
+    described and never echoed."""
+    start = check.mark()
+    name = check.pattern(f"{key}.name", value, _DNS_NAME,
                          "a DNS name in lower case, e.g. gateway.spear.internal: the name the"
                          " certificate holds, which seats and developers reach the gateway by")
     for secret, text in pem.items():
         if not isinstance(text, str):
             check.report(secret, "nothing" if text is MISSING else f"a {type(text).__name__}",
-                         f"a secret (required with gateway.kubernetes.tls): pulumi config set"
+                         f"a secret (required with {key}): pulumi config set"
                          f" --secret {secret} < file")
     if name is None or not check.clean_since(start):
         return None
     for secret, found, allowed in tls.certificate_problems(name, pem[GATEWAY_TLS_CERTIFICATE],
-                                                           pem[GATEWAY_TLS_KEY]):
+                                                           pem[GATEWAY_TLS_KEY], setting=key):
         check.report(secret, found, allowed)
     if not check.clean_since(start):
         return None

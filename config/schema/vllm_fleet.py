@@ -341,12 +341,29 @@ def _dialect_check_developer(check: Checker, key: str, value: Any, developers: S
 
 
 def _seat_image(check: Checker, key: str, value: Any, has_seats: bool) -> str | None:
-    """The harness image every seat runs, pinned by digest (spear/seats.py)."""
+    """The harness image every seat runs, pinned by digest (spear/seats.py): the reference, or
+    `{file: <path>}`, a file holding it, which the machine that built and loaded the image wrote
+    (the local stack's: localhosts/seat_image.py; a digest differs from one machine's build to
+    the next, so no stack file can hold it)."""
     if value is MISSING:
         if has_seats:
             check.report(key, "nothing", f"{IMAGE_DIGEST_TEXT} (required with seats: the image"
                          " that holds the harnesses)")
         return None
+    if isinstance(value, Mapping):
+        form = check.obj(key, value, ("file",))
+        path = form and check.text(f"{key}.file", get(form, "file"), lambda v: v or None,
+                                   "the path of a file holding the pinned reference")
+        if not path:
+            return None
+        try:
+            value = Path(path).expanduser().read_text().strip()
+        except OSError as err:
+            check.report(f"{key}.file", f"{path}: {err.strerror}", "a file holding the seat"
+                         " image's pinned reference (localhosts/seat_image.py writes the local"
+                         " stack's: run scripts/up-local)")
+            return None
+        key = f"{key}.file ({path})"
     problem = image_digest_problem(value)
     if problem:
         check.fail(key, value, f"{IMAGE_DIGEST_TEXT}: {problem}")

@@ -66,6 +66,8 @@ def stack_config(hosts: dict[str, Any]) -> dict[str, Any]:
     gateway = copy.deepcopy(local["gateway"])
     gateway["ssh"].update(port=GATEWAY_SSH, privateKeyPath=str(hosts["gateway"].private_key_path))
     gateway["listen"]["port"] = PROXY_PORT
+    # No seats here, so none of the local stack's HTTPS listener (whose address:port it holds).
+    del gateway["listen"]["tls"]
     gateway["database"]["port"] = DATABASE_PORT
     gateway["coder"]["upstreams"] = ["llama"]
     return {

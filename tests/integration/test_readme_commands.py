@@ -1,12 +1,13 @@
 """README.md's command blocks, run as written on the local stack, as a newcomer runs them.
 
-`scripts/up-local` brings up the embedded default (the inference host, the gateway, and the vLLM
-fleet on the local Kubernetes cluster) and ends with every smoke test, each developer's answered
+`scripts/up-local` brings up the embedded default (the inference host, the gateway, the vLLM
+fleet on the local Kubernetes cluster and two agent seats) and ends with every smoke test, each developer's answered
 through the gateway by the inference host and by the fleet's pods (named; the gate's stable key
 by the fleet's stable track alone), the fleet's rollout and where its Prometheus answers; that
 Prometheus scrapes both fleet pods and the gateway's exporter with the alert rules loaded, and
 fires the hatch's spend alert once the ledger records an escalation over it; run again, up-local
-changes nothing. Then the rollout flow's blocks: a canary and its gate (which prints PASS), the
+changes nothing. Each seat's proof is one turn of its real harness in its pod, through the
+gateway's HTTPS listener by name; README's seat block runs one again. Then the rollout flow's blocks: a canary and its gate (which prints PASS), the
 promotion that record allows, and the rollback. `scripts/test`, the other command, is what CI
 runs (tests/unit/test_readme_blocks.py holds .ci/run to it).
 
@@ -22,6 +23,8 @@ from __future__ import annotations
 import json
 import os
 import re
+import socket
+import ssl
 import subprocess
 import uuid
 from pathlib import Path
@@ -55,6 +58,17 @@ UP_LOCAL = block_starting(BLOCKS, "scripts/up-local")
 CANARY = block_starting(BLOCKS, "pulumi config set --path --stack local vllmFleet.canary.")
 PROMOTE = block_starting(BLOCKS, "pulumi config set --path --stack local vllmFleet.previous.")
 ROLLBACK = block_starting(BLOCKS, "scripts/rollback")
+SEAT_TURN = block_starting(BLOCKS, "scripts/seat --stack local ana --turn")
+# The local stack's seats: ana's Qwen-Code and bob's OpenHands, reached by name over TLS.
+SEATS = {"ana": "qwen-code 0.24.4", "bob": "openhands 1.16.0"}
+GATEWAY_URL = "https://gateway.spear.internal:4443"
+
+
+def seat_proof(seat: str) -> str:
+    return re.escape(f"seat {seat}: {SEATS[seat]} answered 'SPEAR-BACKEND-OK' with {seat}'s key"
+                     f" through {GATEWAY_URL}")
+
+
 LAST_LINES = [
     f"smoke test \\(local\\): {ANSWER}",
     # The inference host and the fleet's stable Service both answered, each pod named.
@@ -76,6 +90,9 @@ LAST_LINES = [
               " localhost/spear-fleet/vllm-standin:v0.24.0 revision da6e2ed, 2/2 ready"),
     re.escape("Prometheus (the fleet's and the gateway's metrics, the alert rules):"
               f" http://127.0.0.1:{PROMETHEUS_PORT}/api/v1/alerts"),
+    # Per seat, the command that opens it and one turn of its harness there.
+    *(line for seat in SEATS for line in (
+        re.escape(f"seat {seat}: open it with: scripts/seat --stack local {seat}"), seat_proof(seat))),
 ]
 
 
@@ -207,12 +224,37 @@ def test_up_local_brings_up_the_whole_local_fleet_and_prints_every_smoke_test(lo
     assert first.returncode == 0, (first.stdout[-4000:] + first.stderr[-4000:] + "\n"
                                    + fleet_state(kube_cluster))
     assert ends_with_the_report(first.stdout), first.stdout[-4000:]
+    the_gateway_serves_https_by_name_beyond_loopback_and_plain_http_only_on_it(local)
     prometheus_scrapes_both_and_fires_the_hatch_alert()
     again = run_block(local, UP_LOCAL, env_sh=False, timeout=3600)
     assert again.returncode == 0, again.stdout[-4000:] + again.stderr[-4000:]
     assert ends_with_the_report(again.stdout), again.stdout[-4000:]
     [unchanged] = resource_summary(again.stdout)
     assert re.fullmatch(r"\d+ unchanged", unchanged), again.stdout[-4000:]
+
+
+def the_gateway_serves_https_by_name_beyond_loopback_and_plain_http_only_on_it(local) -> None:
+    gateway = stack_output(local, "gateway")
+    address, port = gateway["tls"]["address"], 4443
+    context = ssl.create_default_context(cadata=gateway["tls"]["root"])
+    # By its name, at the listener's address (this machine has no DNS entry for it).
+    with socket.create_connection((address, port), timeout=10) as raw, \
+            context.wrap_socket(raw, server_hostname=gateway["tls"]["name"]) as conn:
+        conn.sendall(b"GET /health/liveliness HTTP/1.1\r\nHost: gateway.spear.internal\r\n"
+                     b"Connection: close\r\n\r\n")
+        assert conn.recv(64).startswith(b"HTTP/1.1 200"), "no HTTPS answer by name"
+    # Plain HTTP gets no HTTP answer there, and the loopback port is not on that address.
+    with socket.create_connection((address, port), timeout=10) as conn:
+        conn.sendall(b"GET /health/liveliness HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert not conn.recv(64).startswith(b"HTTP/1.1 200")
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection((address, 4000), timeout=10).close()
+
+
+def test_a_seats_harness_answers_through_the_gateway_by_name_over_tls_as_the_readme_says(local):
+    turn = run_block(local, SEAT_TURN)
+    assert turn.returncode == 0, turn.stdout[-4000:] + turn.stderr[-4000:]
+    assert re.fullmatch(seat_proof("ana"), turn.stdout.strip()), turn.stdout
 
 
 def stable_pair(local: tuple[Path, dict[str, str]]) -> tuple[str, str]:

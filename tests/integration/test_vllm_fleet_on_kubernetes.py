@@ -105,6 +105,8 @@ def fleet(kube_cluster, gateway_host, tmp_path_factory):
     gateway = local["spear-fleet:gateway"]
     gateway["ssh"].update(port=GATEWAY_SSH, privateKeyPath=str(gateway_host.private_key_path))
     gateway["listen"]["port"] = PROXY_PORT
+    # No seats here, so none of the local stack's HTTPS listener (whose address:port it holds).
+    del gateway["listen"]["tls"]
     gateway["database"]["port"] = DATABASE_PORT
     gateway["coder"]["upstreams"] = ["vllmFleet"]
     project.new_stack(STACK, {

@@ -14,7 +14,7 @@ from config.checker import ConfigError
 from config.load import StackConfigError, load
 from tests.support import tls
 from tests.support.stack_files import (DUMMY_KEY, RecordingMocks, commented_example,
-                                       engine_config, prod_raw, without_fleet)
+                                       engine_config, prod_raw, tls_pair, without_fleet)
 
 DELETE = object()
 
@@ -133,7 +133,8 @@ def reds_raw() -> dict[str, Any]:
 # the two gateway secrets decrypted to placeholders).
 GATEWAY = ("gateway",)
 GATEWAY_SECRETS = ["spear-fleet:sshPrivateKeys", "spear-fleet:gatewayMasterKey",
-                   "spear-fleet:frontierApiKey"]
+                   "spear-fleet:frontierApiKey", "spear-fleet:gatewayTlsCertificate",
+                   "spear-fleet:gatewayTlsKey"]
 MASTER_KEY = "sk-master-PLACEHOLDER"
 FRONTIER_KEY = "sk-ant-PLACEHOLDER"
 
@@ -144,7 +145,9 @@ def gateway_raw() -> dict[str, Any]:
     del raw["gateway"]["ssh"]["privateKeyPath"]
     raw["sshPrivateKeys"]["gateway"] = DUMMY_KEY
     raw["developers"] = commented_example("prod", "developers")
-    return {**raw, "gatewayMasterKey": MASTER_KEY, "frontierApiKey": FRONTIER_KEY}
+    # The example's HTTPS listener needs its certificate and key (made here for its name).
+    return {**raw, "gatewayMasterKey": MASTER_KEY, "frontierApiKey": FRONTIER_KEY,
+            **tls_pair(raw["gateway"]["listen"]["tls"]["name"])}
 
 
 # prod with the vLLM fleet on Kubernetes: the cookbook's pair as stable, no canary yet.

@@ -286,7 +286,7 @@ def seat_objects(**seats: Any) -> dict[str, tuple[tokens.KubernetesType, dict[st
 
     cfg = parse(seats_raw(**seats))
     sandbox = cfg.vllm_fleet.agent_sandbox
-    trust = manifests.GatewayTrust.of(cfg.gateway.kubernetes)
+    trust = manifests.GatewayTrust.of(cfg.gateway)
     objects: dict[str, tuple[tokens.KubernetesType, dict[str, Any]]] = {
         "seat-gateway-ca": (tokens.K8S_CONFIG_MAP, manifests.ca_config_map(sandbox, trust))}
     for seat in sandbox.seats.values():

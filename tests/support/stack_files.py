@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import runpy
 from collections.abc import Iterator, Sequence
@@ -16,6 +17,8 @@ from config.checker import NAMESPACE
 from spear.rules import STABLE_RING
 from config.schema import parse
 from config.types import InferenceHost
+from localhosts.engine import PREVIEW_SEAT_IMAGE
+from tests.support import tls
 
 REPO = Path(__file__).resolve().parents[2]
 DUMMY_KEY = "-----BEGIN OPENSSH PRIVATE KEY-----\nAAAA\n-----END OPENSSH PRIVATE KEY-----\n"
@@ -32,12 +35,35 @@ def _encrypted(value: Any) -> bool:
     return isinstance(value, dict) and set(value) == {"secure"}
 
 
+@functools.lru_cache(maxsize=None)  # one pair per name, however many cases ask
+def tls_pair(name: str) -> dict[str, str]:
+    bundle, key = tls.issue(name)
+    return {"gatewayTlsCertificate": bundle, "gatewayTlsKey": key}
+
+
+def _machine_local(config: dict[str, Any]) -> dict[str, Any]:
+    """config with what the machine that runs the stack holds in its place: a TLS pair for the
+    gateway's declared name (the secrets' values are the stack's, not needed), and a pinned
+    reference where seatImage names the file a build writes."""
+    gateway = config.get("gateway") or {}
+    declared = [(gateway.get(part) or {}).get("tls") for part in ("listen", "kubernetes")]
+    names = [t["name"] for t in declared if isinstance(t, dict) and "name" in t]
+    pem = tls_pair(names[0]) if names else {}
+    config = {key: pem.get(key, value) for key, value in config.items()}
+    sandbox = (config.get("vllmFleet") or {}).get("agentSandbox") or {}
+    if isinstance(sandbox.get("seatImage"), dict):
+        config["vllmFleet"] = {**config["vllmFleet"], "agentSandbox": {
+            **sandbox, "seatImage": PREVIEW_SEAT_IMAGE}}
+    return config
+
+
 def stack_raw(stack: str) -> dict[str, Any]:
     """A stack file's config, as the namespace parse() takes (prefix stripped). A top-level secret
     the file holds encrypted (the committed stacks hold throwaway placeholders) reads as
-    placeholder text: tests need it set, never its value."""
-    return {key: f"{key}-PLACEHOLDER" if _encrypted(value) else value
-            for key, value in _config(stack).items()}
+    placeholder text: tests need it set, never its value; the gateway's TLS pair and a seat
+    image built here read as _machine_local makes them."""
+    return _machine_local({key: f"{key}-PLACEHOLDER" if _encrypted(value) else value
+                           for key, value in _config(stack).items()})
 
 
 def local_inference_hosts() -> dict[str, Any]:

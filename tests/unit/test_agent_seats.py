@@ -20,6 +20,7 @@ import pytest
 
 from components.agent_seats import manifests
 from components.gateway.render import coder_window
+from config.checker import ConfigError
 from config.schema import parse
 from spear import harness, seats, tokens
 from tests.support import tls
@@ -28,7 +29,7 @@ from tests.support.stack_files import REPO, engine_config
 from tests.unit.test_gateway_components import KeyMocks, SecretRecordingMonitor, is_secret, plain
 
 URL = SEATS_GATEWAY_URL
-TRUST = manifests.GatewayTrust.of(parse(seats_raw()).gateway.kubernetes)
+TRUST = manifests.GatewayTrust.of(parse(seats_raw()).gateway)
 ALL_HARNESSES = {"ana-codex": {"developer": "ana", "harness": "codex"},
                  "bob-qwen": {"developer": "bob", "harness": "qwen-code", "workspaceSize": "20Gi"},
                  "bob-claude": {"developer": "bob", "harness": "claude-code"},
@@ -382,3 +383,24 @@ def test_a_harness_bump_a_key_rotation_and_a_wiring_change_each_change_the_pod_t
     assert (_template(wiring_changed)["metadata"]["annotations"][seats.WIRING_SHA256]
             != before[seats.WIRING_SHA256])
     assert '"https://gw2.spear.internal:4000/v1"' in wiring_changed.inputs["seat-ana-codex-wiring"]["data"]["config.toml"]
+
+
+def test_a_seat_image_built_here_is_read_from_the_file_its_build_wrote(tmp_path):
+    ref_file = tmp_path / "seat.ref"
+    ref_file.write_text(SEAT_IMAGE + "\n")
+    raw = seats_raw()
+    raw["vllmFleet"]["agentSandbox"]["seatImage"] = {"file": str(ref_file)}
+    assert parse(raw).vllm_fleet.agent_sandbox.seat_image == SEAT_IMAGE
+    # A file that holds a tag alone, and a file that is not there: each named with what to do.
+    ref_file.write_text("localhost/spear-fleet/seat:h-1\n")
+    with pytest.raises(ConfigError) as error:
+        parse(raw)
+    assert f"vllmFleet.agentSandbox.seatImage.file ({ref_file}): got" \
+           " 'localhost/spear-fleet/seat:h-1'; allowed: an image pinned by digest" in str(error.value)
+    raw["vllmFleet"]["agentSandbox"]["seatImage"] = {"file": str(tmp_path / "missing.ref")}
+    with pytest.raises(ConfigError) as error:
+        parse(raw)
+    assert "seatImage.file: got " in str(error.value)
+    assert "No such file or directory; allowed: a file holding the seat image's pinned" \
+           " reference (localhosts/seat_image.py writes the local stack's: run scripts/up-local)" \
+           in str(error.value)

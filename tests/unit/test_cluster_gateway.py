@@ -32,6 +32,12 @@ def cluster_raw() -> dict[str, Any]:
                    database={"location": "external"})
     gateway["coder"]["upstreams"] = ["vllmFleet"]
     del raw["sshPrivateKeys"]["gateway"]
+    # Without TLS, so without the local stack's seats (test_agent_seats.py has them in the cluster).
+    for key in ("gatewayTlsCertificate", "gatewayTlsKey"):
+        del raw[key]
+    sandbox = raw["vllmFleet"]["agentSandbox"]
+    for key in ("seats", "seatImage", "dialectCheckDeveloper"):
+        del sandbox[key]
     return {**raw, "gatewayDatabaseUrl": DATABASE_URL}
 
 

@@ -106,7 +106,7 @@ def seat(codex: str = "0.169.0") -> dict[str, dict[str, Any]]:
     cfg = parse({**seats_raw(), "harnesses": {"codex": codex}})
     sandbox = cfg.vllm_fleet.agent_sandbox
     ana, check = sandbox.seats["ana-codex"], seat_manifests.dialect_check(sandbox, "codex")
-    trust = seat_manifests.GatewayTrust.of(cfg.gateway.kubernetes)
+    trust = seat_manifests.GatewayTrust.of(cfg.gateway)
     entry = seat_manifests.wiring(ana, SEATS_GATEWAY_URL, cfg.harnesses, None)
     check_entry = seat_manifests.wiring(check, SEATS_GATEWAY_URL, cfg.harnesses, None)
     return {"deployment": seat_manifests.deployment(sandbox, ana, entry, trust),

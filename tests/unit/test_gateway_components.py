@@ -25,7 +25,8 @@ from tests.support.config_cases import FRONTIER_KEY, MASTER_KEY
 from tests.support.stack_files import DUMMY_KEY, REPO, RecordingMocks, engine_config, stack_raw
 
 SECRETS = ["spear-fleet:sshPrivateKeys", "spear-fleet:gatewayMasterKey",
-           "spear-fleet:frontierApiKey", "spear-fleet:vllmApiKey"]
+           "spear-fleet:frontierApiKey", "spear-fleet:vllmApiKey",
+           "spear-fleet:gatewayTlsCertificate", "spear-fleet:gatewayTlsKey"]
 _SIG, _SECRET = "4dabf18193072939515e22adb298388d", "1b47061264138c4ac30d75fd1eb44270"
 
 
@@ -157,6 +158,9 @@ def test_the_local_program_registers_each_part_of_the_gateway_with_its_own_type(
         "gateway-tunnel-local-known-hosts": tokens.TUNNEL_KNOWN_HOSTS.type,  # what `local` presents
         "gateway-tunnel-local": tokens.GATEWAY_TUNNEL.type,
         "gateway-service": tokens.GATEWAY_SERVICE.type,
+        # gateway.listen.tls: what the HTTPS listener serves.
+        "gateway-tls-gateway-crt": tokens.GATEWAY_TLS_FILE.type,
+        "gateway-tls-gateway-key": tokens.GATEWAY_TLS_FILE.type,
         **{f"gateway-key-{dev}": tokens.GATEWAY_KEY.type for dev in LOCAL_DEVELOPERS},
         **{f"gateway-smoke-{dev}": tokens.GATEWAY_SMOKE_TEST.type for dev in LOCAL_DEVELOPERS},
         # The fleet's stable track, proven from the gateway host before its route is written.
@@ -170,6 +174,22 @@ def test_the_local_program_registers_each_part_of_the_gateway_with_its_own_type(
     assert (tunnel["unit"], tunnel["health"]["port"]) == ("spear-tunnel-local.service", 8082)
     assert local.inputs["gateway-config"]["upstreams"] == ["local", "vllmFleet"]
     assert "api_base: http://127.0.0.1:8082/v1" in local.inputs["gateway-config"]["content"]
+
+
+def test_the_https_listener_serves_the_stacks_certificate_and_seats_are_wired_to_it_by_name(local):
+    unit = local.inputs["gateway-service"]["content"]
+    assert "Environment=SPEAR_TLS_LISTEN=192.0.2.2:4443" in unit
+    assert "--host 127.0.0.1 --port 4000" in unit  # loopback stays plain HTTP
+    for suffix, pem in (("crt", "BEGIN CERTIFICATE"), ("key", "PRIVATE KEY")):
+        tls_file = local.registered[f"gateway-tls-gateway-{suffix}"]
+        assert is_secret(tls_file["content"]) and pem in plain(tls_file["content"])
+        assert tls_file["mode"] == 0o600
+    binds = local.inputs["gateway-config"]["binds"]
+    assert {(b["address"], b["port"]) for b in binds} == {("127.0.0.1", 4000), ("192.0.2.2", 4443)}
+    # Developers' harnesses are wired to it by name, trusting the stack's root.
+    qwen = local.exported["harnesses:ana"]["qwen-code"]
+    assert qwen["env"]["OPENAI_BASE_URL"].startswith("https://gateway.spear.internal:4443")
+    assert "BEGIN CERTIFICATE" in str(qwen)
 
 
 def test_the_env_file_and_every_developer_key_are_secrets(local):

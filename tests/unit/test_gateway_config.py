@@ -12,7 +12,8 @@ import pytest
 from config.checker import ConfigError
 from config.schema import parse
 from config.schema.gateway import LOOPBACK_LISTEN_TEXT
-from config.types import (EXTERNAL_DATABASE, FRONTIER_API_KEY, GATEWAY_MASTER_KEY, ApiKey,
+from config.types import (EXTERNAL_DATABASE, FRONTIER_API_KEY, GATEWAY_MASTER_KEY, GATEWAY_TLS_CERTIFICATE,
+                          GATEWAY_TLS_KEY, ApiKey,
                           DatabaseBackupPlan, PackageSource)
 from tests.support.config_cases import (DELETE, FRONTIER_KEY, GATEWAY, GATEWAY_SECRETS as SECRETS,
                                         MASTER_KEY, allowed_for, changed, gateway_raw,
@@ -110,9 +111,8 @@ BAD = [
     ("gateway-ssh-missing", changed(gateway_raw(), (*GATEWAY, "ssh"), DELETE),
      "gateway.ssh", "an object with keys host, port, user, privateKeyPath, hostKey (required)"),
     ("listen-host", changed(gateway_raw(), (*GATEWAY, "listen", "host"), "gateway"),
-     "gateway.listen.host", "a loopback address such as 127.0.0.1 (a gateway host serves plain"
-     " HTTP: developers reach it through its SSH tunnel; a gateway others reach by name over"
-     " TLS runs in the cluster, gateway.kubernetes.tls)"),
+     "gateway.listen.host", "a loopback address such as 127.0.0.1 (plain HTTP stays on the"
+     " gateway host; others reach it by name over TLS at gateway.listen.tls)"),
     # Plain HTTP only on loopback.
     ("listen-host-off-loopback", changed(gateway_raw(), (*GATEWAY, "listen", "host"), "10.20.0.10"),
      "gateway.listen.host", LOOPBACK_LISTEN_TEXT),
@@ -240,7 +240,8 @@ def test_gateway_secrets_given_in_plain_text_are_refused_by_load(mocks, secret):
 def test_load_hands_the_gateway_secrets_on_as_pulumi_secrets(mocks):
     [stack, *_] = run_program(engine_config(gateway_raw()), SECRETS)
     assert stack.config.gateway is not None
-    assert set(stack.api_keys) == {GATEWAY_MASTER_KEY, FRONTIER_API_KEY}
+    assert set(stack.api_keys) == {GATEWAY_MASTER_KEY, FRONTIER_API_KEY, GATEWAY_TLS_CERTIFICATE,
+                                   GATEWAY_TLS_KEY}
     assert set(stack.ssh_keys) == {"reds", "gateway"}
 
 

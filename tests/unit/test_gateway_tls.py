@@ -76,7 +76,8 @@ def test_tls_needs_both_secrets_and_the_secrets_need_tls():
     del raw["vllmFleet"]["agentSandbox"]["seats"]
     said = problems(raw)
     assert problem_line(said, "gatewayTlsCertificate").endswith(
-        "got a secret without gateway.kubernetes.tls; allowed: set only with gateway.kubernetes.tls")
+        "got a secret without the gateway's TLS; allowed: set only with gateway.kubernetes.tls or"
+        " gateway.listen.tls")
     raw = seats_raw()
     raw["gateway"]["kubernetes"]["tls"]["name"] = "Gateway_Spear"
     assert "gateway.kubernetes.tls.name: got 'Gateway_Spear'; allowed: a DNS name in lower case" \

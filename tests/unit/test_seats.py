@@ -27,7 +27,7 @@ def rendered(seat_name: str = "ana-codex", **seats: Any) -> dict[str, Any]:
     seat = sandbox.seats[seat_name]
     entry = manifests.wiring(seat, SEATS_GATEWAY_URL, cfg.harnesses, coder_window(cfg))
     return manifests.deployment(sandbox, seat, entry, manifests.GatewayTrust.of(
-        cfg.gateway.kubernetes))["spec"]["template"]["spec"]
+        cfg.gateway))["spec"]["template"]["spec"]
 
 
 def harness_container(spec: dict[str, Any]) -> dict[str, Any]:

@@ -37,7 +37,8 @@ def _cases() -> list[dict]:
     return [prod_raw(), stack_raw("local"), with_placeholder_keys(stack_raw("dev")),
             gateway_raw(), changed(gateway_raw(), ("gateway", "kubernetes"), {}), pod_raw(),
             reds_raw(), fleet_raw(memoryFloor={"models": {"Qwen/Qwen3-Coder-Next-FP8": {}}}),
-            seats_raw()]
+            seats_raw(),
+            changed(seats_raw(), ("vllmFleet", "agentSandbox", "seatImage"), {"file": "/none"})]
 
 
 def _obj_sites() -> set[tuple[str, int, int]]:

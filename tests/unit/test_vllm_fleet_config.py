@@ -10,12 +10,14 @@ from typing import Any
 import pulumi
 import pytest
 
+from components.agent_seats.manifests import GatewayTrust
 from components.vllm_fleet import manifests
 from config.checker import ConfigError
 from config.load import StackConfigError, load
 from config.schema import parse
-from config.types import Kubeconfig, Prometheus, ServingPair, Vllm
+from config.types import EgressTarget, Kubeconfig, Prometheus, ServingPair, Vllm
 from spear.vllm import command_line as vllm_command_line
+from tests.support import tls
 from tests.support.config_cases import (CANARY_PAIR, DELETE, FLEET, FLEET_SECRETS as SECRETS,
                                         NEXT_REVISION, REVISION, STABLE_PAIR, allowed_for, changed,
                                         fleet_raw, problem_line, promoted_raw,
@@ -261,15 +263,48 @@ def host_gateway_raw(**seats: Any) -> dict[str, Any]:
     return {**raw, "gatewayMasterKey": MASTER_KEY, "frontierApiKey": FRONTIER_KEY}
 
 
-def test_a_gateway_host_is_no_way_out_and_seats_need_a_gateway_serving_tls_by_name():
+def test_a_gateway_host_on_loopback_is_no_way_out_and_seats_need_its_https_listener():
     assert parse(host_gateway_raw()).vllm_fleet.agent_sandbox.gateway is None
-    # Plain HTTP only on loopback: a gateway host serves plain HTTP, so seats cannot use one.
+    # Plain HTTP only on loopback: seats cannot use a gateway host without its TLS listener.
     with pytest.raises(ConfigError) as error:
         parse(host_gateway_raw(**{"ana-codex": {"developer": "ana", "harness": "codex"}}))
-    assert problem_line(error.value, "gateway.kubernetes.tls").endswith(
-        "got nothing; allowed: the gateway's TLS name and certificate, required with agent seats:"
-        " a seat reaches the gateway by name over TLS (gateway.kubernetes.tls.name,"
-        " gatewayTlsCertificate, gatewayTlsKey)")
+    assert problem_line(error.value, "gateway.listen.tls").endswith(
+        "got nothing; allowed: the gateway host's TLS listener, required with agent seats: a seat"
+        " reaches the gateway by name over TLS (gateway.listen.tls.name, .address, .port,"
+        " gatewayTlsCertificate, gatewayTlsKey); its loopback HTTP reaches no pod")
+
+
+def with_listener(raw: dict[str, Any], **listener: Any) -> dict[str, Any]:
+    """raw's gateway host with an HTTPS listener for gateway.spear.internal (and its pair)."""
+    raw["gateway"]["listen"]["tls"] = {"name": "gateway.spear.internal", "address": "10.20.0.10",
+                                       "port": 4443, **listener}
+    bundle, key = tls.issue("gateway.spear.internal")
+    return {**raw, "gatewayTlsCertificate": bundle, "gatewayTlsKey": key}
+
+
+def test_seats_reach_a_gateway_host_only_at_its_https_listeners_address_and_port():
+    raw = with_listener(host_gateway_raw(**{"ana-codex": {"developer": "ana", "harness": "codex"}}))
+    config = parse(raw)
+    assert config.vllm_fleet.agent_sandbox.gateway == EgressTarget("gateway", "10.20.0.10/32", (4443,))
+    trust = GatewayTrust.of(config.gateway)
+    assert (trust.name, trust.address) == ("gateway.spear.internal", "10.20.0.10")
+    assert trust.root_pem in raw["gatewayTlsCertificate"]
+
+
+def test_the_https_listener_is_never_on_loopback_and_its_certificate_must_name_it():
+    raw = with_listener(host_gateway_raw(), address="127.0.0.1")
+    raw["gateway"]["listen"]["tls"]["name"] = "other.spear.internal"
+    with pytest.raises(ConfigError) as error:
+        parse(raw)
+    assert problem_line(error.value, "gateway.listen.tls.address").endswith(
+        "got '127.0.0.1'; allowed: an IP address of the gateway host other than loopback, which"
+        " the seats' pods and developers reach (loopback is gateway.listen.host)")
+    raw = with_listener(host_gateway_raw())
+    raw["gateway"]["listen"]["tls"]["name"] = "other.spear.internal"
+    with pytest.raises(ConfigError) as error:
+        parse(raw)
+    assert "a certificate whose subject alternative names hold other.spear.internal" \
+        " (gateway.listen.tls.name)" in problem_line(error.value, "gatewayTlsCertificate")
 
 
 def test_all_fleet_problems_are_reported_at_once_one_per_line():

@@ -93,7 +93,7 @@ from typing import Any
 from fastapi import HTTPException
 from litellm.integrations.custom_logger import CustomLogger
 
-from spear_gateway import edits, exporter, metrics
+from spear_gateway import edits, exporter, metrics, tls_listener
 from spear_gateway.budget import ContractViolation, HoldExpired, Ledger
 from spear_gateway.hatch import FleetFailure, fleet_failure
 from spear_gateway.pricing import Prices, output_limit, usage_usd, worst_case_usd
@@ -390,3 +390,6 @@ def _usage(response: Any) -> dict[str, Any]:
 
 
 proxy_handler_instance = SpearGateway()
+# gateway.listen.tls: LiteLLM imports this module inside its startup, on its event loop, which
+# is where the HTTPS listener must run (tls_listener.py says why it is in this process).
+tls_listener.start()

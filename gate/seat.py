@@ -1,0 +1,117 @@
+"""scripts/seat: open a developer's agent seat, or prove it with one turn of its harness.
+
+`scripts/seat --stack local ana` starts the seat's harness in its pod (the stack's `seats`
+output says how: `kubectl exec -it` into the seat's Deployment, the harness wired to the gateway
+by name over TLS with the developer's key). `--turn` runs one non-interactive turn instead, the
+one each harness's dialect check runs (spear/harness.py ONE_TURN, on a file it writes in the
+working copy), and prints the harness's answer: what up-local shows as each seat's proof.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from spear.harness import ANSWER_LINES, ONE_TURN
+
+# The working copy's throwaway file the turn reads (the dialect check's too).
+TURN_SETUP = "mkdir -p src && echo 'print(42)' > src/app.py"
+
+
+class SeatError(Exception):
+    """Bad input (exit 2) or a seat that cannot be reached (exit 1), said in one line."""
+
+    def __init__(self, message: str, code: int = 2) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def _pulumi(stack: str, *args: str) -> Any:
+    done = subprocess.run(["pulumi", *args, "--stack", stack, "--json"], capture_output=True,
+                          text=True)
+    if done.returncode != 0:
+        raise SeatError(f"pulumi {' '.join(args)} --stack {stack}: {done.stderr.strip()}", 1)
+    return json.loads(done.stdout or "null")
+
+
+def kubeconfig(fleet: Mapping[str, Any] | None, environ: Mapping[str, str]) -> str:
+    """KUBECONFIG when set, else the file vllmFleet.kubeconfig names (a stack that holds its
+    kubeconfig as a secret has no file to name: its operators set KUBECONFIG)."""
+    if environ.get("KUBECONFIG"):
+        return environ["KUBECONFIG"]
+    path = (fleet or {}).get("kubeconfig")
+    if isinstance(path, str):
+        return os.path.expanduser(path)
+    raise SeatError("the stack's vllmFleet.kubeconfig is not a file: set KUBECONFIG to the"
+                    " fleet's cluster")
+
+
+def command(seats: Mapping[str, Any], name: str, config: str, kubectl: str,
+            turn: bool) -> list[str]:
+    """The kubectl command that opens seat `name` (or runs one turn in it)."""
+    if name not in seats:
+        raise SeatError(f"seat {name!r} is not declared in this stack; allowed: "
+                        + (", ".join(sorted(seats)) or "none (vllmFleet.agentSandbox.seats)"))
+    seat = seats[name]
+    base = [kubectl, "--kubeconfig", config, "-n", seat["namespace"], "exec"]
+    where = [f"deploy/seat-{name}", "-c", "harness", "--"]
+    if not turn:
+        started = shlex.split(seat["start"])
+        return [*base, "-it", *where, *started[started.index("--") + 1:]]
+    select = ANSWER_LINES.get(seat["harness"])
+    script = f"{TURN_SETUP} && {shlex.join(ONE_TURN[seat['harness']])}" + (
+        f" | grep -E -e {shlex.quote(select)}" if select else "")
+    return [*base, *where, "sh", "-c", script]
+
+
+def answer_text(line: str) -> str:
+    """The answer in a harness's last line: OpenHands' JSON event carries it as the message's
+    text; the others print it as it is."""
+    try:
+        event = json.loads(line)
+    except ValueError:
+        return line
+    content = (event.get("llm_message") or {}).get("content") if isinstance(event, dict) else None
+    texts = [part.get("text", "") for part in content or [] if isinstance(part, dict)]
+    return " ".join(t for t in texts if t) or line
+
+
+def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] = os.environ) -> int:
+    parser = argparse.ArgumentParser(prog="scripts/seat", description=__doc__.split("\n")[0])
+    parser.add_argument("--stack", required=True)
+    parser.add_argument("seat", help="a seat the stack declares (vllmFleet.agentSandbox.seats)")
+    parser.add_argument("--turn", action="store_true",
+                        help="run one turn of the harness and print its answer, instead of opening it")
+    args = parser.parse_args(argv)
+    try:
+        seats = _pulumi(args.stack, "stack", "output", "seats") or {}
+        gateway = _pulumi(args.stack, "stack", "output", "gateway") or {}
+        fleet = json.loads(_pulumi(args.stack, "config", "get", "vllmFleet")["value"])
+        argv_ = command(seats, args.seat, kubeconfig(fleet, environ),
+                        environ.get("KUBECTL", "kubectl"), args.turn)
+    except SeatError as error:
+        print(f"scripts/seat: {error}", file=sys.stderr)
+        return error.code
+    if not args.turn:
+        os.execvp(argv_[0], argv_)
+    done = subprocess.run(argv_, capture_output=True, text=True, timeout=600)
+    if done.returncode != 0:
+        print(done.stdout + done.stderr, file=sys.stderr, end="")
+        return 1
+    seat = seats[args.seat]
+    answer = done.stdout.strip().splitlines()
+    print(f"seat {args.seat}: {seat['harness']} {seat['version']} answered"
+          f" {answer_text(answer[-1]) if answer else '(nothing)'!r} with {seat['developer']}'s key"
+          f" through {gateway.get('url', 'the gateway')}")
+    return 0 if answer else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
