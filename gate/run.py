@@ -19,7 +19,9 @@ what the config check and the policy pack recompute. Nothing here judges: it onl
 from __future__ import annotations
 
 import argparse
+import http.client
 import json
+import socket
 import ssl
 import sys
 import threading
@@ -53,6 +55,24 @@ REQUEST_TIMEOUT = 120.0
 FILLER = " the"
 
 
+class _AtAddress(urllib.request.HTTPSHandler):
+    """HTTPS to a URL's name at a given address (curl's --resolve): the connection goes to the
+    address, the TLS handshake and the Host header keep the name."""
+
+    def __init__(self, context: ssl.SSLContext | None, address: str) -> None:
+        super().__init__(context=context)
+        self.address = address
+
+    def https_open(self, req: urllib.request.Request):
+        def connection(host: str, **kwargs: Any) -> http.client.HTTPSConnection:
+            conn = http.client.HTTPSConnection(host, **kwargs)
+            conn._create_connection = (  # the one place http.client opens its socket
+                lambda where, *args, **kw: socket.create_connection((self.address, where[1]),
+                                                                    *args, **kw))
+            return conn
+        return self.do_open(connection, req, context=self._context)
+
+
 @dataclass(frozen=True)
 class Endpoint:
     base_url: str  # up to and without /v1
@@ -60,10 +80,17 @@ class Endpoint:
     # The root a TLS gateway's certificate chains to (its `gateway` output's tls.root): trusted
     # instead of the system's, which do not sign a private one. None: the system's roots.
     root_pem: str | None = None
+    # A gateway host's HTTPS listener (its `gateway` output's tls.address): where its TLS name
+    # is reached, as the seats' host aliases reach it, when this machine's DNS does not know the
+    # name. The certificate is still checked against the name.
+    address: str | None = None
 
     def _open(self, request: urllib.request.Request, timeout: float):
         context = ssl.create_default_context(cadata=self.root_pem) if self.root_pem else None
-        return urllib.request.urlopen(request, timeout=timeout, context=context)
+        if self.address is None:
+            return urllib.request.urlopen(request, timeout=timeout, context=context)
+        return urllib.request.build_opener(_AtAddress(context, self.address)).open(
+            request, timeout=timeout)
 
     def _request(self, path: str, body: dict[str, Any] | None) -> urllib.request.Request:
         data = None if body is None else json.dumps(body).encode()
@@ -267,7 +294,8 @@ def main(argv: list[str] | None = None) -> int:
         stack = stacks.load(args.stack)
 
         def endpoint(track: str) -> Endpoint:
-            return Endpoint(stack.gateway_url, stack.keys[track], stack.gateway_root)
+            return Endpoint(stack.gateway_url, stack.keys[track], stack.gateway_root,
+                            stack.gateway_address)
 
         stable = Track(endpoint(STABLE), args.stable, stack.key_owners[STABLE])
         candidate = Track(endpoint(CANARY), args.candidate, stack.key_owners[CANARY])

@@ -40,6 +40,7 @@ class GateStack:
     canary: rollout_gate.Pair  # as deployed
     gateway_url: str
     gateway_root: str | None  # the root a TLS gateway's certificate chains to
+    gateway_address: str | None  # a gateway host's HTTPS listener, where its name is reached
     keys: dict[str, str]  # track -> the key its requests are sent with
     key_owners: dict[str, str]  # track -> the developer who owns that key
 
@@ -107,6 +108,8 @@ def load(stack: str) -> GateStack:
                      arrivals=trace.parse(json.loads(trace_file)),
                      canary=deployed_canary(get(fleet, "canary"), stack),
                      gateway_url=gateway["url"].rstrip("/"),
-                     gateway_root=(gateway.get("tls") or {}).get("root"), keys=keys, key_owners=owners,
+                     gateway_root=(gateway.get("tls") or {}).get("root"),
+                     gateway_address=(gateway.get("tls") or {}).get("address"),
+                     keys=keys, key_owners=owners,
                      installed_version=gateway.get("litellm_version"),
                      harness_versions=gateway.get("harness_versions") or {})

@@ -156,3 +156,8 @@ ONE_TURN = {
 # 0, even when every request was refused. With --json each event is a line of its own: the
 # model answers in a MessageEvent from the agent, or ends the turn with its `finish` tool.
 ANSWER_LINES = {OPENHANDS: '"source": "agent", .*"kind": "(MessageEvent|FinishAction)"'}
+# A non-interactive turn whose edits the harness applies without asking (the prompt follows),
+# where a developer's script would let it edit: Claude Code's, the one harness whose edit
+# decisions the gateway counts (hosts/gateway/spear_gateway/edits.py).
+EDIT_TURN = {CLAUDE_CODE: ["claude", "-p", "--permission-mode", "acceptEdits", "--output-format",
+                           "json"]}

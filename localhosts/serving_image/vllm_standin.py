@@ -17,6 +17,12 @@ needs `Authorization: Bearer $VLLM_API_KEY`; a non-zero `priority` is refused un
 llama-server sees the request. /metrics speaks Prometheus under vLLM's names, measured by the
 front (llama-server cannot preempt, so preemptions stay 0).
 
+Scripted, for the local stack's diff-producing seat turn (the tiny model cannot call tools): a
+chat request whose last user message asks "Create <absolute path> that prints a greeting." and
+that offers a tool named Write (Claude Code's) is answered with one Write call creating that file
+with SCRIPTED_CONTENT; the request that brings the call's result back is answered "Wrote <path>.".
+Every other request goes to llama-server.
+
 Stand-in only, for tests: every response carries `x-spear-standin-pod: <hostname>`, and
 GET /standin/requests (with the key) lists the last requests as
 {"pod", "model", "cache_salt", "priority", "stream", "status"}.
@@ -165,6 +171,57 @@ def forwarded_body(body, served_model_name, priority_scheduling):
         raise RequestError(400, "Parameter 'cache_salt' must be a non-empty string if provided.",
                            param="cache_salt")
     return {k: v for k, v in body.items() if k not in ("priority", "cache_salt")}
+
+
+# ---------------------------------------------------------------------------------------------
+# The scripted task (the module's docstring)
+
+SCRIPTED_TASK = re.compile(r"Create (/\S+) that prints a greeting\.")
+SCRIPTED_CONTENT = "print('hello from the fleet')\n"
+SCRIPTED_CALL = "spear-scripted-"  # the call's id prefix: its result is recognised by it
+
+
+def _text(message):
+    content = message.get("content")
+    if isinstance(content, list):
+        return "\n".join(part.get("text", "") for part in content if isinstance(part, dict))
+    return content if isinstance(content, str) else ""
+
+
+def scripted_answer(body):
+    """The assistant message the scripted task gets at this point of its conversation, or None
+    (the request is llama-server's)."""
+    messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
+    offered = {(t.get("function") or {}).get("name") for t in body.get("tools") or []
+               if isinstance(t, dict)}
+    if not messages or "Write" not in offered:
+        return None
+    last = messages[-1]
+    if last.get("role") == "tool" and str(last.get("tool_call_id", "")).startswith(SCRIPTED_CALL):
+        asked = next((SCRIPTED_TASK.search(_text(m)) for m in reversed(messages)
+                      if m.get("role") == "user" and SCRIPTED_TASK.search(_text(m))), None)
+        return {"role": "assistant", "content": f"Wrote {asked[1] if asked else 'the file'}."}
+    asked = SCRIPTED_TASK.search(_text(last)) if last.get("role") == "user" else None
+    if asked is None:
+        return None
+    arguments = json.dumps({"file_path": asked[1], "content": SCRIPTED_CONTENT})
+    return {"role": "assistant", "content": None, "tool_calls": [
+        {"id": f"{SCRIPTED_CALL}{int(time.time() * 1000)}", "type": "function",
+         "function": {"name": "Write", "arguments": arguments}}]}
+
+
+def scripted_events(answer, model):
+    """`answer` as OpenAI's server-sent events: role, the text or the call, finish, DONE."""
+    base = {"id": f"chatcmpl-{SCRIPTED_CALL}{POD}", "object": "chat.completion.chunk",
+            "created": int(time.time()), "model": model}
+    delta = ({"tool_calls": [{"index": 0, **call} for call in answer["tool_calls"]]}
+             if answer.get("tool_calls") else {"content": answer["content"]})
+    reason = "tool_calls" if answer.get("tool_calls") else "stop"
+    chunks = [{"role": "assistant", "content": ""}, delta]
+    events = [{**base, "choices": [{"index": 0, "delta": d, "finish_reason": None}]} for d in chunks]
+    events.append({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": reason}],
+                   "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}})
+    return b"".join(b"data: %s\n\n" % json.dumps(e).encode() for e in events) + b"data: [DONE]\n\n"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -426,9 +483,23 @@ class Handler(BaseHTTPRequestHandler):
             finish(500)  # whatever else went wrong, the gauges and the record stay right
 
     def forward(self, path, body, stream, finish):
-        """Sends the request to llama-server and its answer back."""
+        """Sends the request to llama-server and its answer back (the scripted task's, itself)."""
         front = self.server
         started = time.monotonic()
+        scripted = scripted_answer(body) if path == "/v1/chat/completions" else None
+        if scripted is not None:
+            front.metrics.finished("stop", 1, 1, 0, 0)
+            finish(200)
+            if stream:
+                self.reply(200, scripted_events(scripted, front.served), "text/event-stream")
+            else:
+                self.reply(200, {
+                    "id": f"chatcmpl-{SCRIPTED_CALL}{POD}", "object": "chat.completion",
+                    "created": int(time.time()), "model": front.served,
+                    "choices": [{"index": 0, "message": scripted, "finish_reason":
+                                 "tool_calls" if scripted.get("tool_calls") else "stop"}],
+                    "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}})
+            return
         llama = front.llama()
         try:
             llama.request("POST", path, json.dumps(body),

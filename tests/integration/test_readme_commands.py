@@ -7,7 +7,9 @@ by the fleet's stable track alone), the fleet's rollout and where its Prometheus
 Prometheus scrapes both fleet pods and the gateway's exporter with the alert rules loaded, and
 fires the hatch's spend alert once the ledger records an escalation over it; run again, up-local
 changes nothing. Each seat's proof is one turn of its real harness in its pod, through the
-gateway's HTTPS listener by name; README's seat block runs one again. Then the rollout flow's blocks: a canary and its gate (which prints PASS), the
+gateway's HTTPS listener by name; README's seat blocks run one again, and the end state: cyn's
+Claude Code creates a file in a git repository of her seat (the fleet's stand-in scripted for
+that task), git shows the diff, and Prometheus reads the accepted edit off the gateway. Then the rollout flow's blocks: a canary and its gate (which prints PASS), the
 promotion that record allows, and the rollback. `scripts/test`, the other command, is what CI
 runs (tests/unit/test_readme_blocks.py holds .ci/run to it).
 
@@ -59,8 +61,10 @@ CANARY = block_starting(BLOCKS, "pulumi config set --path --stack local vllmFlee
 PROMOTE = block_starting(BLOCKS, "pulumi config set --path --stack local vllmFleet.previous.")
 ROLLBACK = block_starting(BLOCKS, "scripts/rollback")
 SEAT_TURN = block_starting(BLOCKS, "scripts/seat --stack local ana --turn")
-# The local stack's seats: ana's Qwen-Code and bob's OpenHands, reached by name over TLS.
-SEATS = {"ana": "qwen-code 0.24.4", "bob": "openhands 1.16.0"}
+SEAT_EDIT = block_starting(BLOCKS, "scripts/seat --stack local cyn --edit")
+# The local stack's seats: ana's Qwen-Code, bob's OpenHands, cyn's Claude Code, reached by name
+# over TLS.
+SEATS = {"ana": "qwen-code 0.24.4", "bob": "openhands 1.16.0", "cyn": "claude-code 2.1.328"}
 GATEWAY_URL = "https://gateway.spear.internal:4443"
 
 
@@ -73,9 +77,10 @@ LAST_LINES = [
     f"smoke test \\(local\\): {ANSWER}",
     # The inference host and the fleet's stable Service both answered, each pod named.
     *(f"smoke test \\(gateway, coder, {developer}\\): {ANSWER}; served by local, {STABLE_POD}"
-      for developer in ("ana", "bob", "cyn")),
-    # The gate's stable-ring key by the fleet's stable track alone; its pilot-ring key like
-    # everyone else's while no canary is up.
+      for developer in ("ana", "bob")),
+    # The stable ring's keys (cyn's, the gate's) by the fleet's stable track alone; the gate's
+    # pilot-ring key like everyone else's while no canary is up.
+    f"smoke test \\(gateway, coder, cyn\\): {ANSWER}; served by {STABLE_POD}",
     f"smoke test \\(gateway, coder, gate\\): {ANSWER}; served by {STABLE_POD}",
     f"smoke test \\(gateway, coder, gate-pilot\\): {ANSWER}; served by local, {STABLE_POD}",
     # The hatch's cap, and the limit only the operator can set at the provider.
@@ -255,6 +260,23 @@ def test_a_seats_harness_answers_through_the_gateway_by_name_over_tls_as_the_rea
     turn = run_block(local, SEAT_TURN)
     assert turn.returncode == 0, turn.stdout[-4000:] + turn.stderr[-4000:]
     assert re.fullmatch(seat_proof("ana"), turn.stdout.strip()), turn.stdout
+
+
+def test_a_seats_harness_edits_a_repository_and_the_gateway_counts_the_accepted_edit(local):
+    edit = run_block(local, SEAT_EDIT)
+    assert edit.returncode == 0, edit.stdout[-4000:] + edit.stderr[-4000:]
+    lines = edit.stdout.splitlines()
+    assert lines[0] == ("seat cyn: claude-code 2.1.328 changed /workspace/demo with cyn's key"
+                        f" through {GATEWAY_URL}:"), edit.stdout
+    # git's diff of the file the real harness wrote through its Write tool.
+    assert "diff --git a/hello.py b/hello.py" in lines and "new file mode 100644" in lines
+    assert "+print('hello from the fleet')" in lines, edit.stdout
+    # Claude Code reported the decision to the gateway over TLS; Prometheus scraped it.
+    server = Prometheus(PROMETHEUS_PORT)
+    accepted = ('sum(spear_edit_decisions_total{developer="cyn",harness="claude-code",'
+                'tool="Write",decision="accept"})')
+    assert wait_until(lambda: (server.value(accepted) or 0) >= 1, 60), \
+        server.api("query", query="spear_edit_decisions_total")
 
 
 def stable_pair(local: tuple[Path, dict[str, str]]) -> tuple[str, str]:

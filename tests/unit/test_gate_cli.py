@@ -105,7 +105,7 @@ def test_the_local_stacks_own_gate_reads_its_policy_and_pins_the_canary_as_deplo
     assert loaded.records == Path("stacks/gate/local")
     assert loaded.policy.tool_call_samples == 100
     assert loaded.candidate_pin(None).pair == tuple(CANARY_PAIR[k] for k in ("tag", "model", "revision"))
-    assert loaded.gateway_root is None  # a gateway host: plain HTTP on loopback
+    assert loaded.gateway_root is None  # a gateway host without its HTTPS listener
     # The gate judges its record with the key the stack's gateway signs receipts with.
     assert loaded.receipt_key == receipts.receipt_key(MASTER_KEY)
 
@@ -139,7 +139,8 @@ def test_a_canary_declared_but_not_deployed_is_never_pinned(tmp_path, monkeypatc
 
 def test_the_candidates_pin_holds_the_harness_versions_the_stack_pins():
     stack = GateStack(policy=None, records=Path("records"), tasks=(), arrivals=(),
-                      canary=("v0.25.0", "m", "r"), gateway_url="", gateway_root=None, receipt_key=None,
+                      canary=("v0.25.0", "m", "r"), gateway_url="", gateway_root=None,
+                      gateway_address=None, receipt_key=None,
                       keys={}, key_owners={}, installed_version="1.91.1",
                       harness_versions={"qwen-code": "0.24.4", "codex": "0.169.0"})
     pin = stack.candidate_pin(None)
@@ -151,7 +152,12 @@ def test_the_candidates_pin_holds_the_harness_versions_the_stack_pins():
 def tls_gateway(tmp_path):
     """An HTTPS server for `localhost` with a private root's certificate, answering chat
     completions as the gateway does; (its URL, the root)."""
-    bundle, key = tls.issue("localhost")
+    yield from serve_tls(tmp_path, "localhost")
+
+
+def serve_tls(tmp_path, name):
+    """An HTTPS server on 127.0.0.1 with a certificate for `name`: (its URL by name, the root)."""
+    bundle, key = tls.issue(name)
     (tmp_path / "bundle.pem").write_text(bundle)
     (tmp_path / "key.pem").write_text(key)
 
@@ -172,7 +178,7 @@ def tls_gateway(tmp_path):
     context.load_cert_chain(tmp_path / "bundle.pem", tmp_path / "key.pem")
     server.socket = context.wrap_socket(server.socket, server_side=True)
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"https://localhost:{server.server_address[1]}", root_certificate(bundle)
+    yield f"https://{name}:{server.server_address[1]}", root_certificate(bundle)
     server.shutdown()
 
 
@@ -183,3 +189,21 @@ def test_the_gate_trusts_a_tls_gateways_root_from_the_stack_and_nothing_else(tls
     assert (status, answer["choices"][0]["message"]["content"]) == (200, "ok")
     with pytest.raises(urllib.error.URLError, match="CERTIFICATE_VERIFY_FAILED"):
         gate_run.Endpoint(url, "sk-gate").post(body)
+
+
+def test_a_gateway_hosts_name_is_reached_at_its_listeners_address_and_still_checked(tmp_path):
+    # gateway.spear.internal is in no DNS here: the stack's tls.address says where it listens.
+    served = serve_tls(tmp_path, "gateway.spear.internal")
+    url, root = next(served)
+    body = {"model": "coder", "messages": [{"role": "user", "content": "hi"}]}
+    try:
+        status, answer, _ = gate_run.Endpoint(url, "sk-gate", root, "127.0.0.1").post(body)
+        assert (status, answer["choices"][0]["message"]["content"]) == (200, "ok")
+        with pytest.raises(urllib.error.URLError, match="Name or service not known|not known"):
+            gate_run.Endpoint(url, "sk-gate", root).post(body)
+        # The name is still what the certificate must hold.
+        other = url.replace("gateway.spear.internal", "other.spear.internal")
+        with pytest.raises(urllib.error.URLError, match="CERTIFICATE_VERIFY_FAILED"):
+            gate_run.Endpoint(other, "sk-gate", root, "127.0.0.1").post(body)
+    finally:
+        next(served, None)

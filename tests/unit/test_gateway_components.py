@@ -285,8 +285,10 @@ def test_coder_routes_to_the_fleets_stable_service_at_its_fixed_cluster_ip_prove
 
 
 def test_each_developers_gateway_smoke_test_must_be_answered_by_every_route_its_ring_reaches(local):
-    for dev in ("ana", "bob", "cyn"):
+    for dev in ("ana", "bob", "gate-pilot"):  # general and pilot rings, no canary up
         assert local.inputs[f"gateway-smoke-{dev}"]["routes"] == ["local", "vllm-stable"]
+    for dev in ("cyn", "gate"):  # the stable ring: the fleet's stable track alone
+        assert local.inputs[f"gateway-smoke-{dev}"]["routes"] == ["vllm-stable"]
 
 
 def test_the_hatch_is_declared_once_and_its_spend_alert_rule_is_the_gateways(local):

@@ -18,7 +18,7 @@ def test_only_sh_fences_are_commands_and_each_keeps_its_lines():
 
 def test_every_readme_block_is_run_by_the_readme_test_or_by_ci():
     run = {readme_test.UP_LOCAL, readme_test.CANARY, readme_test.PROMOTE, readme_test.ROLLBACK,
-           readme_test.SEAT_TURN, TESTS}
+           readme_test.SEAT_TURN, readme_test.SEAT_EDIT, TESTS}
     assert sorted(command_blocks((REPO / "README.md").read_text())) == sorted(run)
 
 

@@ -61,3 +61,34 @@ def test_the_answer_is_openhands_message_text_or_the_line_itself():
              "llm_message": {"content": [{"type": "text", "text": "SPEAR-BACKEND-OK"}]}}
     assert seat.answer_text(json.dumps(event)) == "SPEAR-BACKEND-OK"
     assert seat.answer_text("It prints 42.") == "It prints 42."
+
+
+def test_an_edit_turn_changes_a_file_of_the_demo_repository_and_prints_gits_diff():
+    seats = {**SEATS, "cyn": {"developer": "cyn", "harness": "claude-code", "namespace": "agents",
+                              "version": "2.1.328", "start": "kubectl ... -- claude"}}
+    script = seat.command(seats, "cyn", "/k/config", "kubectl", edit="hello.py")[-1]
+    assert script.startswith(seat.DEMO_SETUP + " && rm -f hello.py && ")
+    assert shlex.join([*harness.EDIT_TURN["claude-code"],
+                       "Create /workspace/demo/hello.py that prints a greeting."]) in script
+    assert script.endswith("git add -N hello.py && git --no-pager diff")
+    # Only a harness whose edits are applied without asking; only a file of the repository.
+    with pytest.raises(seat.SeatError, match="--edit: seat 'ana' runs qwen-code; allowed: a seat"
+                                             " whose harness is claude-code"):
+        seat.command(seats, "ana", "/k/config", "kubectl", edit="hello.py")
+    for name in ("../etc/passwd", "/etc/passwd", ".git", "a b"):
+        with pytest.raises(seat.SeatError, match="allowed: a file name"):
+            seat.command(seats, "cyn", "/k/config", "kubectl", edit=name)
+
+
+def test_the_demo_repository_is_made_once_and_a_new_file_shows_in_gits_diff(tmp_path):
+    # The seat's script run here, with `sh` standing in for the harness's write.
+    setup = seat.DEMO_SETUP.replace(seat.DEMO_REPO, str(tmp_path / "demo"))
+    for _ in range(2):
+        done = subprocess.run(["sh", "-c", setup + " && echo 'print(1)' > hello.py && git add -N"
+                               " hello.py && git --no-pager diff"], capture_output=True, text=True,
+                              check=True)
+        assert "+print(1)" in done.stdout and "new file" in done.stdout
+        subprocess.run(["rm", str(tmp_path / "demo" / "hello.py")], check=True)
+    log = subprocess.run(["git", "-C", str(tmp_path / "demo"), "log", "--oneline"],
+                         capture_output=True, text=True, check=True).stdout
+    assert len(log.splitlines()) == 1

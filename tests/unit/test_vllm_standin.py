@@ -4,6 +4,7 @@ it takes and refuses, the requests it refuses as vLLM v0.24.0 does, and its Prom
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 import shutil
 import subprocess
@@ -204,3 +205,42 @@ def test_a_model_name_with_quotes_is_escaped_in_its_label():
     text = vllm_standin.Metrics('a"b\\c').render()
     assert 'model_name="a\\"b\\\\c"' in text
     assert samples(text)
+
+
+# The scripted task (the diff-producing seat turn): the tiny model cannot call tools.
+WRITE_TOOL = {"type": "function", "function": {"name": "Write", "parameters": {}}}
+TASK = "Create /workspace/demo/hello.py that prints a greeting."
+
+
+def test_the_scripted_task_is_one_write_call_then_a_one_line_answer():
+    asked = {"messages": [{"role": "system", "content": "You are Claude Code."},
+                          {"role": "user", "content": [{"type": "text", "text": "<reminder/>"},
+                                                       {"type": "text", "text": TASK}]}],
+             "tools": [WRITE_TOOL]}
+    call = vllm_standin.scripted_answer(asked)
+    [tool_call] = call["tool_calls"]
+    assert tool_call["function"]["name"] == "Write"
+    assert json.loads(tool_call["function"]["arguments"]) == {
+        "file_path": "/workspace/demo/hello.py", "content": vllm_standin.SCRIPTED_CONTENT}
+    answered = {**asked, "messages": [*asked["messages"], {"role": "assistant", **call},
+                                      {"role": "tool", "tool_call_id": tool_call["id"],
+                                       "content": "File created"}]}
+    assert vllm_standin.scripted_answer(answered) == {
+        "role": "assistant", "content": "Wrote /workspace/demo/hello.py."}
+    # Streamed, the call is one tool_calls delta, and the stream ends as OpenAI's does.
+    events = vllm_standin.scripted_events(call, SERVED).decode().split("\n\n")
+    chunks = [json.loads(e.removeprefix("data: ")) for e in events if e and "[DONE]" not in e]
+    assert chunks[1]["choices"][0]["delta"]["tool_calls"][0]["function"]["name"] == "Write"
+    assert chunks[-1]["choices"][0]["finish_reason"] == "tool_calls" and events[-2] == "data: [DONE]"
+
+
+def test_everything_else_goes_to_the_model():
+    plain = {"messages": [{"role": "user", "content": TASK}]}  # no Write tool offered
+    assert vllm_standin.scripted_answer(plain) is None
+    other = {"messages": [{"role": "user", "content": "Say hi."}], "tools": [WRITE_TOOL]}
+    assert vllm_standin.scripted_answer(other) is None
+    # A tool result that is not the scripted call's is the model's too.
+    theirs = {"messages": [{"role": "user", "content": TASK},
+                           {"role": "tool", "tool_call_id": "call_1", "content": "ok"}],
+              "tools": [WRITE_TOOL]}
+    assert vllm_standin.scripted_answer(theirs) is None
