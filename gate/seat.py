@@ -101,12 +101,14 @@ def command(seats: Mapping[str, Any], name: str, config: str, kubectl: str,
 
 
 def answer_text(line: str) -> str:
-    """The answer in a harness's last line: OpenHands' JSON event carries it as the message's
-    text; the others print it as it is."""
+    """The answer in a harness's last line: Claude Code's JSON result carries it as `result`,
+    OpenHands' JSON event as the message's text; the others print it as it is."""
     try:
         event = json.loads(line)
     except ValueError:
         return line
+    if isinstance(event, dict) and isinstance(event.get("result"), str):
+        return event["result"]
     content = (event.get("llm_message") or {}).get("content") if isinstance(event, dict) else None
     texts = [part.get("text", "") for part in content or [] if isinstance(part, dict)]
     return " ".join(t for t in texts if t) or line

@@ -56,7 +56,9 @@ def test_kubeconfig_is_the_environments_else_the_file_the_stack_names():
         seat.kubeconfig({"kubeconfig": {"secret": True}}, {})
 
 
-def test_the_answer_is_openhands_message_text_or_the_line_itself():
+def test_the_answer_is_claude_codes_result_openhands_message_text_or_the_line_itself():
+    result = {"type": "result", "stop_reason": "end_turn", "result": "SPEAR-BACKEND-OK"}
+    assert seat.answer_text(json.dumps(result)) == "SPEAR-BACKEND-OK"
     event = {"source": "agent", "kind": "MessageEvent",
              "llm_message": {"content": [{"type": "text", "text": "SPEAR-BACKEND-OK"}]}}
     assert seat.answer_text(json.dumps(event)) == "SPEAR-BACKEND-OK"
