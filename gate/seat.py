@@ -29,6 +29,7 @@ from spear.harness import ANSWER_LINES, EDIT_TURN, ONE_TURN
 TURN_SETUP = "mkdir -p src && echo 'print(42)' > src/app.py"
 # The repository an edit turn changes, in the working copy (the seat's workspace).
 DEMO_REPO = "/workspace/demo"
+ANSWER_CHARS = 120  # a proof is one line
 FILE_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]*")
 # Made once, with one commit; the file asked for is removed first, so every edit turn is a diff.
 DEMO_SETUP = (f"mkdir -p {DEMO_REPO} && cd {DEMO_REPO} && {{ [ -d .git ] || {{ git init -q &&"
@@ -101,17 +102,21 @@ def command(seats: Mapping[str, Any], name: str, config: str, kubectl: str,
 
 
 def answer_text(line: str) -> str:
-    """The answer in a harness's last line: Claude Code's JSON result carries it as `result`,
-    OpenHands' JSON event as the message's text; the others print it as it is."""
+    """The answer in a harness's last line, at most ANSWER_CHARS: Claude Code's JSON result
+    carries it as `result`, OpenHands' JSON event as its message's text or its finish action's
+    message; the others print it as it is."""
     try:
         event = json.loads(line)
     except ValueError:
-        return line
-    if isinstance(event, dict) and isinstance(event.get("result"), str):
-        return event["result"]
-    content = (event.get("llm_message") or {}).get("content") if isinstance(event, dict) else None
+        event = None
+    if not isinstance(event, dict):
+        return line[:ANSWER_CHARS]
+    if isinstance(event.get("result"), str):
+        return event["result"][:ANSWER_CHARS]
+    content = (event.get("llm_message") or {}).get("content")
     texts = [part.get("text", "") for part in content or [] if isinstance(part, dict)]
-    return " ".join(t for t in texts if t) or line
+    finished = (event.get("action") or {}).get("message")
+    return (" ".join(t for t in texts if t) or finished or line)[:ANSWER_CHARS]
 
 
 def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] = os.environ) -> int:

@@ -69,8 +69,11 @@ GATEWAY_URL = "https://gateway.spear.internal:4443"
 
 
 def seat_proof(seat: str) -> str:
-    return re.escape(f"seat {seat}: {SEATS[seat]} answered 'SPEAR-BACKEND-OK' with {seat}'s key"
-                     f" through {GATEWAY_URL}")
+    """The harness's answer, whoever served it: the fleet's stand-in and the inference host's
+    tiny model say SPEAR-BACKEND-OK, but under a harness's tool grammar the tiny model may say
+    anything (OpenHands then ends its turn with its finish tool)."""
+    return (re.escape(f"seat {seat}: {SEATS[seat]} answered ") + "'.+'"
+            + re.escape(f" with {seat}'s key through {GATEWAY_URL}"))
 
 
 LAST_LINES = [

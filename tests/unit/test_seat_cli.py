@@ -63,6 +63,11 @@ def test_the_answer_is_claude_codes_result_openhands_message_text_or_the_line_it
              "llm_message": {"content": [{"type": "text", "text": "SPEAR-BACKEND-OK"}]}}
     assert seat.answer_text(json.dumps(event)) == "SPEAR-BACKEND-OK"
     assert seat.answer_text("It prints 42.") == "It prints 42."
+    # OpenHands may end its turn with its finish tool instead of a message.
+    finish = {"source": "agent", "kind": "ActionEvent",
+              "action": {"message": "It prints 42.", "kind": "FinishAction"}}
+    assert seat.answer_text(json.dumps(finish)) == "It prints 42."
+    assert len(seat.answer_text("x" * 500)) == seat.ANSWER_CHARS
 
 
 def test_an_edit_turn_changes_a_file_of_the_demo_repository_and_prints_gits_diff():
