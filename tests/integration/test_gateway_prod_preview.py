@@ -10,6 +10,7 @@ import subprocess
 import pytest
 
 from localhosts.engine import repo_stack
+from tests.support import tls
 from tests.support.config_cases import FRONTIER_KEY, MASTER_KEY
 from tests.support.pack_runs import preview_with_pack
 
@@ -40,6 +41,12 @@ def test_prod_with_the_gateway_example_previews_without_its_host_and_passes_the_
     key = tmp_path / "id_ed25519_gateway"
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
     project.set_config("prod", "gateway.ssh.privateKeyPath", str(key))
+    # The example's HTTPS listener serves a certificate for its name (secrets, as a user sets
+    # them: pulumi config set --secret gatewayTlsCertificate < file).
+    certificate, tls_key = tls.issue("gateway.spear.internal")
+    for name, pem in (("gatewayTlsCertificate", certificate), ("gatewayTlsKey", tls_key)):
+        project.pulumi("config", "set", "--secret", "--stack", "prod", f"spear-fleet:{name}",
+                       stdin=pem)
 
     run = preview_with_pack(project, "prod")
 
@@ -49,7 +56,7 @@ def test_prod_with_the_gateway_example_previews_without_its_host_and_passes_the_
                if step["op"] == "create"}
     assert {"gateway-litellm", "gateway-postgresql", "gateway-migrations", "gateway-config",
             "gateway-env", "gateway-tunnel-reds", "gateway-service", "gateway-key-ana",
-            "gateway-key-bob"} <= creates
+            "gateway-key-bob", "gateway-tls-gateway-crt", "gateway-tls-gateway-key"} <= creates
     shown = run.output + json.dumps(run.preview) + json.dumps(run.events)
-    for secret in (MASTER_KEY, FRONTIER_KEY):
+    for secret in (MASTER_KEY, FRONTIER_KEY, tls_key.splitlines()[1]):
         assert secret not in shown
