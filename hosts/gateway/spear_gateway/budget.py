@@ -246,6 +246,12 @@ class Ledger:
     def holds_in_flight(self) -> int:
         return len(self.held)
 
+    def oldest_hold_seconds(self) -> float:
+        """How long the oldest hold not settled has been held (0 with none)."""
+        now = self.clock()
+        return max((now - self.admitted_at[r] for r in self.held if r in self.admitted_at),
+                   default=0.0)
+
     def developer_usage(self) -> list[DeveloperUsage]:
         return []  # no keys without a database: nothing to say per developer
 

@@ -78,6 +78,17 @@ Budgets: `async_pre_call_hook` (before routing) reserves the request's worst cas
 key's max_budget (user_api_key_dict.max_budget / .spend / .budget_reset_at) in the shared ledger
 and refuses with HTTP 429 `spear_budget_exceeded`; the success event settles the actual cost
 exactly once; a failure releases the hold. See spear_gateway/__init__.py for the configuration.
+
+A client gone mid-stream (Ctrl-C in a harness, a closed editor): LiteLLM calls neither the
+success nor the failure callbacks for it (proxy_server.py async_data_generator catches
+CancelledError/GeneratorExit, releases only its own parallel-request counter, and closes the
+upstream stream: 1.91.1 l.6977, 1.108.7 the same path in common_request_processing.py), so the
+hold stayed until its TTL and was then charged in full. `async_post_call_streaming_iterator_hook`
+wraps the stream it sends (both versions call it for every callback that overrides it), counts
+what it carried, and when the stream ends without its end (the client is gone) settles the hold
+at once: the prompt's upper bound plus the output chunks sent (one token each, as vLLM and
+llama-server stream), never above the hold; `_in_flight.pop` makes it exactly once against the
+success path, which finds nothing left to settle.
 """
 
 from __future__ import annotations
@@ -96,7 +107,8 @@ from litellm.integrations.custom_logger import CustomLogger
 from spear_gateway import edits, exporter, metrics, tls_listener
 from spear_gateway.budget import ContractViolation, HoldExpired, Ledger
 from spear_gateway.hatch import FleetFailure, fleet_failure
-from spear_gateway.pricing import Prices, output_limit, usage_usd, worst_case_usd
+from spear_gateway.pricing import (Prices, StreamedUsage, output_limit,
+                                   prompt_tokens_upper_bound, usage_of, usage_usd, worst_case_usd)
 from spear_gateway.settings import Settings
 from spear_gateway.tenancy import BadPriority, Tenant, ring_deployments, stamp, take_owned
 from spear_gateway.thinking import drop_thinking
@@ -163,6 +175,7 @@ class SpearGateway(CustomLogger):
         self._store: Any = None
         self._store_lock = asyncio.Lock()  # the first requests arrive together: one pool
         self._in_flight: dict[str, InFlight] = {}
+        self._settling: set[asyncio.Task] = set()  # settlements of streams cut short
         metrics.IN_FLIGHT.set_function(lambda: len(self._in_flight))
         edits.mount(self)
 
@@ -326,7 +339,7 @@ class SpearGateway(CustomLogger):
         request = self._in_flight.pop(request_id, None)
         if request is None:
             return
-        usage = _usage(response_obj)
+        usage = usage_of(response_obj)
         cost = kwargs.get("response_cost")
         if request.escalated:  # the key pays the fleet's price; the hatch's cap the frontier's
             key_usd = usage_usd(usage, self._prices(self.settings.fleet_model))
@@ -354,6 +367,39 @@ class SpearGateway(CustomLogger):
                 "escalations in flight); the request was not sent to the frontier")
         return None
 
+    # -- 5. a client gone mid-stream --------------------------------------------------------
+
+    async def async_post_call_streaming_iterator_hook(self, user_api_key_dict: Any, response: Any,
+                                                      request_data: dict):
+        request_id = _metadata(request_data).get(REQUEST_ID)
+        streamed = StreamedUsage()
+        try:
+            async for chunk in response:
+                streamed.add(chunk)
+                yield chunk
+        except (GeneratorExit, asyncio.CancelledError):
+            self.settle_cut(request_id, request_data, streamed)
+            raise
+
+    def settle_cut(self, request_id: str | None, request_data: dict,
+                   streamed: StreamedUsage) -> None:
+        """Settle a stream whose client went away: what it used, now, exactly once. The settle
+        runs as a task of its own: the request's task is being cancelled."""
+        request = self._in_flight.pop(request_id, None) if request_id else None
+        if request is None:
+            return  # settled already (its success was logged), or not a coder request
+        usage = streamed.usage(prompt_tokens_upper_bound(request_data))
+        # As the success path prices it: the key pays the fleet's price, the hatch's cap the
+        # frontier's when the stream was the hatch's.
+        key_usd = min(usage_usd(usage, self._prices(self.settings.fleet_model)), request.held_usd)
+        hatch_usd = min(usage_usd(usage, self._prices(self.settings.hatch_model)),
+                        request.hatch_held_usd) if request.escalated else 0.0
+        metrics.SETTLED_ON_DISCONNECT.inc()
+        task = asyncio.get_running_loop().create_task(
+            self._settle(request_id, request, key_usd, hatch_usd))
+        self._settling.add(task)  # the loop keeps only a weak reference to a task
+        task.add_done_callback(self._settling.discard)
+
     async def _settle(self, request_id: str, request: InFlight, key_usd: float,
                       hatch_usd: float) -> None:
         try:
@@ -378,15 +424,6 @@ def _observe_ttft(kwargs: dict, start_time: Any) -> None:
     if hasattr(first, "timestamp") and hasattr(start_time, "timestamp") and priority is not None:
         metrics.FLEET_TTFT.labels(priority=str(priority)).observe(
             max(0.0, first.timestamp() - start_time.timestamp()))
-
-
-def _usage(response: Any) -> dict[str, Any]:
-    usage = getattr(response, "usage", None)
-    if usage is None and isinstance(response, dict):
-        usage = response.get("usage")
-    if hasattr(usage, "model_dump"):
-        usage = usage.model_dump()
-    return usage if isinstance(usage, dict) else {}
 
 
 proxy_handler_instance = SpearGateway()

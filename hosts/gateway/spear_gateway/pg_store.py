@@ -304,6 +304,13 @@ class PgStore:
             "SELECT count(*) FROM spear_gateway.spear_budget_requests WHERE NOT settled"
         ).fetchone()[0]))
 
+    def oldest_hold_seconds(self) -> float:
+        """How long the oldest hold not settled has been held, on every replica (0 with none),
+        on the database's clock."""
+        return float(self._run(lambda conn: conn.execute(
+            "SELECT coalesce(extract(epoch FROM now() - min(admitted_at)), 0)"
+            " FROM spear_gateway.spear_budget_requests WHERE NOT settled").fetchone()[0]))
+
     def developer_usage(self) -> list[DeveloperUsage]:
         """Per developer (the keys' metadata; their rotated keys counted with them): the budget
         window's settled spend as the ledger holds it, the budget, and the tokens LiteLLM's spend
