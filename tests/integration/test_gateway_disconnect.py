@@ -6,10 +6,12 @@ interrupts answers keeps the headroom they did not use; the fleet's stream stops
 The developer's budget holds about six worst cases beyond nothing spent; 24 streams are cut one
 after another, then plain requests must still be served."""
 
+import hashlib
 import http.client
 import json
 import os
 import signal
+import socket
 import subprocess
 import time
 
@@ -58,6 +60,8 @@ def gateway(request, tmp_path_factory):
             roomy = proxy.post("/key/generate", {
                 "models": [CODER_MODEL], "max_budget": 50.0, "budget_duration": "30d",
                 "metadata": {"developer": "ana", "team": "platform"}})["key"]
+            # The ledger makes its tables at its first request.
+            assert proxy.post("/v1/chat/completions", BODY, key=roomy)["choices"]
             yield proxy, key, upstream, db, roomy
 
 
@@ -96,11 +100,31 @@ def test_streams_cut_by_their_client_release_their_holds_at_once_and_charge_what
         assert proxy.post("/v1/chat/completions", BODY, key=key)["choices"]
     assert metric(proxy, "spear_budget_settled_on_disconnect_total") == CUTS
     # Each cut was charged the prompt's bound and the output it carried, far below its hold.
-    used = int(db.psql("SELECT used_nanos FROM spear_gateway.spear_budget_keys")) / 1e9
+    # The ledger keys by LiteLLM's token: the key's sha256.
+    used = int(db.psql("SELECT used_nanos FROM spear_gateway.spear_budget_keys WHERE key ="
+                       f" '{hashlib.sha256(key.encode()).hexdigest()}'")) / 1e9
     worst = 2000 * PRICES[0] + MAX_TOKENS * PRICES[1]
     assert 0 < used < (CUTS + PLAIN) * worst / 2, used
     # The fleet's streams stopped when their clients went (LiteLLM closes the upstream).
     assert wait_until(lambda: upstream.streams_cut >= CUTS, timeout=10), upstream.streams_cut
+
+
+def test_a_client_that_hangs_up_before_a_plain_answer_leaves_no_hold(gateway):
+    # Not streamed: LiteLLM ends the request when its client is gone, and the failure releases
+    # the hold (nothing was served).
+    proxy, _, upstream, db, key = gateway
+    upstream.delay_seconds = 3  # the fleet is slow to answer
+    try:
+        body = json.dumps(BODY).encode()
+        with socket.create_connection(("127.0.0.1", proxy.port), timeout=10) as conn:
+            conn.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: gateway\r\n"
+                         b"Content-Type: application/json\r\n"
+                         + f"Authorization: Bearer {key}\r\nContent-Length: {len(body)}\r\n\r\n"
+                         .encode() + body)
+            assert wait_until(lambda: holds_in_flight(db) == 1, timeout=10), "never admitted"
+    finally:
+        upstream.delay_seconds = 0
+    assert wait_until(lambda: holds_in_flight(db) == 0, timeout=5), "the hold was left behind"
 
 
 def test_a_real_harness_killed_mid_answer_leaves_no_hold_behind(gateway, tmp_path):
