@@ -43,9 +43,10 @@ def gateway(request, tmp_path_factory):
     harness's turn)."""
     proxy_port, first = VERSIONS[request.param]
     venv = litellm_venv(request.param).path
-    # 20 chunks 0.25 s apart: a stream outlives its client's first read by seconds.
+    # 40 chunks 0.25 s apart: a stream outlives its client's first read by seconds, and a stream
+    # read to its end passes the hooks' 5 s checkpoint.
     with postgres_database() as db, \
-            OpenAIUpstream(first, completion_tokens=20, chunk_seconds=0.25) as upstream, \
+            OpenAIUpstream(first, completion_tokens=40, chunk_seconds=0.25) as upstream, \
             FrontierStandin(first + 1, FRONTIER_KEY) as frontier:
         migrate(venv, db.url)
         config = gateway_config(upstream.base_url, frontier.base_url, coder_prices=PRICES,
@@ -109,6 +110,29 @@ def test_streams_cut_by_their_client_release_their_holds_at_once_and_charge_what
     assert wait_until(lambda: upstream.streams_cut >= CUTS, timeout=10), upstream.streams_cut
 
 
+def test_a_long_stream_records_what_it_used_so_far_for_its_holds_expiry(gateway):
+    # Should the gateway process die mid-stream, the TTL charges what was measured, not the
+    # worst case (the stores' tests charge it: test_budget_windows.py, test_gateway_budget_store.py).
+    proxy, _, _, db, key = gateway
+    conn = http.client.HTTPConnection("127.0.0.1", proxy.port, timeout=60)
+    conn.request("POST", "/v1/chat/completions", json.dumps({**BODY, "stream": True}),
+                 {"Authorization": f"Bearer {key}", "Content-Type": "application/json"})
+    answer = conn.getresponse()
+    measured = ("SELECT measured_nanos FROM spear_gateway.spear_budget_requests WHERE NOT settled"
+                " AND measured_nanos IS NOT NULL")
+    try:
+        assert wait_until(lambda: answer.fp.readline() and db.psql(measured) != "", timeout=20), \
+            "no checkpoint while the stream went on"
+        assert 0 < int(db.psql(measured)) < int(db.psql(
+            "SELECT held_nanos FROM spear_gateway.spear_budget_requests WHERE NOT settled"))
+        while answer.fp.readline():
+            pass
+    finally:
+        conn.close()
+    # Read to its end, it is settled by the success path as before.
+    assert wait_until(lambda: holds_in_flight(db) == 0, timeout=10)
+
+
 def test_a_client_that_hangs_up_before_a_plain_answer_leaves_no_hold(gateway):
     # Not streamed: LiteLLM ends the request when its client is gone, and the failure releases
     # the hold (nothing was served).
@@ -150,7 +174,7 @@ def test_a_real_harness_killed_mid_answer_leaves_no_hold_behind(gateway, tmp_pat
     try:
         assert wait_until(lambda: any(c.body.get("stream") for c in upstream.calls[asked:])
                           and holds_in_flight(db) > 0, timeout=120), "the harness never asked"
-        time.sleep(1)  # the answer is streaming: 20 chunks, 0.25 s apart
+        time.sleep(1)  # the answer is streaming: 40 chunks, 0.25 s apart
     finally:
         os.killpg(turn.pid, signal.SIGKILL)
         turn.wait()

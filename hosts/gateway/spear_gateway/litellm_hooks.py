@@ -88,7 +88,9 @@ wraps the stream it sends (both versions call it for every callback that overrid
 what it carried, and when the stream ends without its end (the client is gone) settles the hold
 at once: the prompt's upper bound plus the output chunks sent (one token each, as vLLM and
 llama-server stream), never above the hold; `_in_flight.pop` makes it exactly once against the
-success path, which finds nothing left to settle.
+success path, which finds nothing left to settle. Every MEASURE_EVERY_SECONDS it also writes
+what the stream used so far to the ledger (`measure`): if this process dies mid-stream, the hold's
+expiry charges that, not the worst case.
 """
 
 from __future__ import annotations
@@ -115,6 +117,9 @@ from spear_gateway.thinking import drop_thinking
 from spear_gateway.tool_types import is_responses, keep_function_tools
 
 log = logging.getLogger("spear_gateway")
+# How often a stream's use so far is written to the ledger, for its hold's expiry should this
+# process die before the stream ends (a write per stream every this many seconds).
+MEASURE_EVERY_SECONDS = 5.0
 REQUEST_ID = "spear_request_id"  # the metadata field that carries the ledger's request id
 STAMP = "spear_stamp"  # ... and the one with what admission decided: cache_salt, priority, ring
 METADATA_FIELDS = ("litellm_metadata", "metadata")  # /v1/messages and /v1/responses use the first
@@ -175,7 +180,7 @@ class SpearGateway(CustomLogger):
         self._store: Any = None
         self._store_lock = asyncio.Lock()  # the first requests arrive together: one pool
         self._in_flight: dict[str, InFlight] = {}
-        self._settling: set[asyncio.Task] = set()  # settlements of streams cut short
+        self._background: set[asyncio.Task] = set()  # settlements and checkpoints of streams
         metrics.IN_FLIGHT.set_function(lambda: len(self._in_flight))
         edits.mount(self)
 
@@ -373,32 +378,58 @@ class SpearGateway(CustomLogger):
                                                       request_data: dict):
         request_id = _metadata(request_data).get(REQUEST_ID)
         streamed = StreamedUsage()
+        checkpoint = time.monotonic()
         try:
             async for chunk in response:
                 streamed.add(chunk)
+                if time.monotonic() - checkpoint >= MEASURE_EVERY_SECONDS:
+                    checkpoint = time.monotonic()
+                    self._measure(request_id, request_data, streamed)
                 yield chunk
         except (GeneratorExit, asyncio.CancelledError):
             self.settle_cut(request_id, request_data, streamed)
             raise
 
-    def settle_cut(self, request_id: str | None, request_data: dict,
-                   streamed: StreamedUsage) -> None:
-        """Settle a stream whose client went away: what it used, now, exactly once. The settle
-        runs as a task of its own: the request's task is being cancelled."""
-        request = self._in_flight.pop(request_id, None) if request_id else None
-        if request is None:
-            return  # settled already (its success was logged), or not a coder request
+    def _used(self, request: InFlight, request_data: dict,
+              streamed: StreamedUsage) -> tuple[float, float]:
+        """What a stream has used so far, priced as the success path prices it (the key pays the
+        fleet's price, the hatch's cap the frontier's when the stream was the hatch's), never
+        above the holds."""
         usage = streamed.usage(prompt_tokens_upper_bound(request_data))
-        # As the success path prices it: the key pays the fleet's price, the hatch's cap the
-        # frontier's when the stream was the hatch's.
         key_usd = min(usage_usd(usage, self._prices(self.settings.fleet_model)), request.held_usd)
         hatch_usd = min(usage_usd(usage, self._prices(self.settings.hatch_model)),
                         request.hatch_held_usd) if request.escalated else 0.0
+        return key_usd, hatch_usd
+
+    def _in_background(self, work: Any) -> None:
+        """Run `work` as a task of its own (the request's task may be cancelled under it)."""
+        task = asyncio.get_running_loop().create_task(work)
+        self._background.add(task)  # the loop keeps only a weak reference to a task
+        task.add_done_callback(self._background.discard)
+
+    def _measure(self, request_id: str | None, request_data: dict,
+                 streamed: StreamedUsage) -> None:
+        """Record what a long stream has used so far in the ledger: what its hold's expiry
+        charges if this process dies before it ends."""
+        request = self._in_flight.get(request_id) if request_id else None
+        if request is not None:
+            async def measure() -> None:
+                try:
+                    await self._call("measure", request_id, self._used(request, request_data,
+                                                                       streamed)[0])
+                except Exception as e:  # noqa: BLE001 (a checkpoint is best effort)
+                    log.warning("spear_gateway: measuring %s failed: %s", request_id, e)
+            self._in_background(measure())
+
+    def settle_cut(self, request_id: str | None, request_data: dict,
+                   streamed: StreamedUsage) -> None:
+        """Settle a stream whose client went away: what it used, now, exactly once."""
+        request = self._in_flight.pop(request_id, None) if request_id else None
+        if request is None:
+            return  # settled already (its success was logged), or not a coder request
         metrics.SETTLED_ON_DISCONNECT.inc()
-        task = asyncio.get_running_loop().create_task(
-            self._settle(request_id, request, key_usd, hatch_usd))
-        self._settling.add(task)  # the loop keeps only a weak reference to a task
-        task.add_done_callback(self._settling.discard)
+        self._in_background(self._settle(request_id, request,
+                                         *self._used(request, request_data, streamed)))
 
     async def _settle(self, request_id: str, request: InFlight, key_usd: float,
                       hatch_usd: float) -> None:
