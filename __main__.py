@@ -47,6 +47,7 @@ cfg = stack.config
 fleet = None if cfg.vllm_fleet is None else VllmFleet("vllm", VllmFleetArgs(
     config=cfg.vllm_fleet, api_key=stack.api_keys[VLLM_API_KEY], kubeconfig=stack.kubeconfig,
     hatch=cfg.gateway.hatch if cfg.gateway else None,
+    request_timeout=cfg.gateway.request_timeout if cfg.gateway else None,
     gateway=metrics_target(cfg.gateway) if cfg.gateway else None,
     gateway_key=stack.api_keys[GATEWAY_MASTER_KEY] if cfg.gateway else None))
 

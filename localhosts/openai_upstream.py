@@ -63,7 +63,8 @@ class OpenAIUpstream(LocalServer):
     def __init__(self, port: int, *, reply: str = DEFAULT_REPLY, model: str = DEFAULT_MODEL,
                  completion_tokens: int = 12, delay_seconds: float = 0.0,
                  hang_seconds: float = 30.0,
-                 tool_call: tuple[str, dict[str, Any]] | None = None) -> None:
+                 tool_call: tuple[str, dict[str, Any]] | None = None,
+                 chunk_seconds: float = 0.0) -> None:
         self.port = port
         self.tool_call = tool_call
         self.reply = reply
@@ -71,6 +72,10 @@ class OpenAIUpstream(LocalServer):
         self.completion_tokens = completion_tokens
         self.delay_seconds = delay_seconds
         self.hang_seconds = hang_seconds
+        # > 0: a streamed answer is `completion_tokens` chunks this far apart, as an engine
+        # streams tokens; a client that goes away stops it (counted in `streams_cut`).
+        self.chunk_seconds = chunk_seconds
+        self.streams_cut = 0
         self.calls: list[Call] = []
         self._answer: int | str | None = None
         self._lock = threading.Lock()
@@ -211,6 +216,9 @@ def _handler(upstream: OpenAIUpstream) -> type[BaseHTTPRequestHandler]:
                                                        "arguments": ""}}]},
                          {"tool_calls": [{"index": 0, "function": {
                              "arguments": call["function"]["arguments"]}}]}]
+            elif upstream.chunk_seconds > 0:
+                tokens = upstream.completion_tokens
+                parts = [{"content": f"{choice['message']['content']}-{i} "} for i in range(tokens)]
             else:
                 parts = [{"content": choice["message"]["content"]}]
             chunks = [
@@ -222,7 +230,19 @@ def _handler(upstream: OpenAIUpstream) -> type[BaseHTTPRequestHandler]:
             ]
             if include_usage:
                 chunks.append(base | {"choices": [], "usage": answer["usage"]})
-            self.send_events([*(f"data: {json.dumps(chunk)}\n\n" for chunk in chunks), "data: [DONE]\n\n"])
+            events = [*(f"data: {json.dumps(chunk)}\n\n" for chunk in chunks), "data: [DONE]\n\n"]
+            if upstream.chunk_seconds <= 0:
+                self.send_events(events)
+                return
+            try:
+                self.send_events(events[:1])  # the headers and the first event
+                for event in events[1:]:
+                    time.sleep(upstream.chunk_seconds)
+                    self.wfile.write(event.encode())
+                    self.wfile.flush()
+            except (BrokenPipeError, ConnectionResetError):
+                with upstream._lock:
+                    upstream.streams_cut += 1
 
     return Handler
 

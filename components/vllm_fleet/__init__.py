@@ -55,6 +55,7 @@ class VllmFleetArgs:
     api_key: pulumi.Input[str]  # secret: what vLLM demands of its clients (VLLM_API_KEY)
     kubeconfig: pulumi.Input[str] | None = None  # secret text; None: the config's file or ambient
     hatch: Hatch | None = None  # the gateway's (gateway.hatch): its spend alert rule
+    request_timeout: int | None = None  # the gateway's coder.requestTimeout: its holds' alert
     # The gateway, for the fleet's Prometheus (observability.prometheus): where its /metrics/
     # is, and the master key it asks for (secret).
     gateway: monitoring.GatewayTarget | None = None
@@ -102,7 +103,8 @@ class VllmFleet(pulumi.ComponentResource):
                                              opts=after(self.namespace))
         self.tenancy = k8s.core.v1.ConfigMap(f"{name}-tenancy", **manifests.tenancy(cfg),
                                              opts=after(self.namespace))
-        rules_text = alerts.render(cfg.alerts, cfg.vllm.served_model_name, args.hatch)
+        rules_text = alerts.render(cfg.alerts, cfg.vllm.served_model_name, args.hatch,
+                                   args.request_timeout)
         rules_config_map = manifests.alert_rules(cfg, rules_text, alerts.RULES_FILE)
         self.alert_rules = k8s.core.v1.ConfigMap(f"{name}-alerts", **rules_config_map,
                                                  opts=after(self.namespace))
@@ -187,7 +189,8 @@ class VllmFleet(pulumi.ComponentResource):
                 opts=after(self.namespace)))
         gateway = args.gateway if made else None
         if mode == "operator":
-            rules = alerts.rules(cfg.alerts, cfg.vllm.served_model_name, args.hatch)
+            rules = alerts.rules(cfg.alerts, cfg.vllm.served_model_name, args.hatch,
+                                 args.request_timeout)
             for spec in (monitoring.prometheus_rule(cfg, rules),
                          *monitoring.monitors(cfg, gateway)):
                 made.append(k8s.apiextensions.CustomResource(

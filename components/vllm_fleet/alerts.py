@@ -12,7 +12,11 @@ hygiene), metric names per vLLM v0.24.0 (`_total` as Prometheus exposes counters
   happen;
 - hatch spend (`spear_hatch_spend_usd`, this month's) at gateway.hatch.alertUsd, below its
   monthlyCapUsd: the hatch is declared once, with the gateway; a fleet without a gateway has no
-  hatch, and no hatch rules.
+  hatch, and no hatch rules;
+- a budget hold older than the gateway's `coder.requestTimeout`
+  (`spear_budget_oldest_hold_seconds`): a client that hangs up is settled at once, so a hold
+  that outlives its request was left by a gateway process that died, and holds headroom until
+  its TTL charges it.
 
 The engine's series are selected by `model_name` (vLLM labels every metric with the served model
 name), so the rules hold whatever labels the scrape configuration adds.
@@ -33,6 +37,7 @@ PREFIX_HITS = "vllm:prefix_cache_hits_total"
 PREFIX_QUERIES = "vllm:prefix_cache_queries_total"
 HATCH_ESCALATIONS = "spear_hatch_escalations_total"
 HATCH_SPEND = "spear_hatch_spend_usd"
+OLDEST_HOLD = "spear_budget_oldest_hold_seconds"
 
 
 def _rule(name: str, expr: str, for_: str, severity: str, summary: str) -> dict:
@@ -40,8 +45,10 @@ def _rule(name: str, expr: str, for_: str, severity: str, summary: str) -> dict:
             "annotations": {"summary": summary}}
 
 
-def rules(alerts: Alerts, served_model_name: str, hatch: Hatch | None) -> dict:
-    """The rule file as a mapping (one group); the hatch's rules with the gateway's hatch."""
+def rules(alerts: Alerts, served_model_name: str, hatch: Hatch | None,
+          request_timeout: int | None = None) -> dict:
+    """The rule file as a mapping (one group); the hatch's rules with the gateway's hatch, the
+    holds' with its request timeout."""
     model = f'model_name="{served_model_name}"'
     return {"groups": [{"name": GROUP, "rules": [
         _rule("VllmPreemptions",
@@ -66,6 +73,10 @@ def rules(alerts: Alerts, served_model_name: str, hatch: Hatch | None) -> dict:
               "30m", "info",
               f"Prefix-cache hit rate below {alerts.prefix_cache_hit_rate_min:g}."),
         *(_hatch_rules(alerts, hatch) if hatch else []),
+        *([_rule("GatewayHoldStuck", f"max({OLDEST_HOLD}) > {request_timeout}", "1m", "warning",
+                 f"A budget hold has outlived the {request_timeout}s request timeout: a gateway"
+                 " process died with requests in flight; their holds keep the keys' headroom"
+                 " until the hold TTL charges them.")] if request_timeout else []),
     ]}]}
 
 
@@ -89,6 +100,8 @@ def _hatch_rules(alerts: Alerts, hatch: Hatch) -> list[dict]:
     ]
 
 
-def render(alerts: Alerts, served_model_name: str, hatch: Hatch | None) -> str:
+def render(alerts: Alerts, served_model_name: str, hatch: Hatch | None,
+           request_timeout: int | None = None) -> str:
     """The rule file's text, as `promtool check rules` and Prometheus read it."""
-    return yaml.safe_dump(rules(alerts, served_model_name, hatch), sort_keys=False, width=200)
+    return yaml.safe_dump(rules(alerts, served_model_name, hatch, request_timeout),
+                          sort_keys=False, width=200)

@@ -149,3 +149,21 @@ def test_a_hold_never_settled_is_charged_in_full_after_its_ttl_and_a_late_settle
         assert store.used_usd("ana") == 0.0 and store.held_usd("ana") == 10.0
     finally:
         store.close()
+
+
+def test_an_expired_hold_is_charged_what_was_measured_of_it_on_the_database(database):
+    database.psql("DROP SCHEMA IF EXISTS spear_gateway CASCADE")
+    store = PgStore(database.url, hatch_cap_usd=10.0, hold_ttl_seconds=0.5)
+    try:
+        store.admit("ana", "streamed", 4.0, 10.0)
+        store.admit("ana", "silent", 3.0, 10.0)
+        store.measure("streamed", 9.0)  # never above the hold
+        store.measure("streamed", 1.25)
+        time.sleep(0.6)
+        store.expire_stale()
+        assert store.used_usd("ana") == 1.25 + 3.0 and store.holds_in_flight() == 0
+        store.measure("streamed", 2.0)  # settled: nothing more is recorded
+        assert database.psql("SELECT measured_nanos FROM spear_gateway.spear_budget_requests"
+                             " WHERE request_id = 'streamed'") == "1250000000"
+    finally:
+        store.close()

@@ -21,13 +21,14 @@ MODEL = "qwen3-coder-next"
 # The gateway's hatch: a 500 USD monthly cap, its spend alert at 400.
 HATCH = Hatch(model="claude-sonnet-4-5", api_base="https://api.anthropic.com",
               monthly_cap_usd=500.0, alert_usd=400.0, pricing=Pricing(3e-6, 15e-6))
+TIMEOUT = 600  # the gateway's coder.requestTimeout: the holds' alert
 
 
 @pytest.fixture
 def rules_file(tmp_path: Path) -> Path:
     fleet = parse(fleet_raw()).vllm_fleet
     path = tmp_path / alerts.RULES_FILE
-    path.write_text(alerts.render(fleet.alerts, fleet.vllm.served_model_name, HATCH))
+    path.write_text(alerts.render(fleet.alerts, fleet.vllm.served_model_name, HATCH, TIMEOUT))
     return path
 
 
@@ -38,14 +39,15 @@ def promtool(*args: str, cwd: Path) -> subprocess.CompletedProcess:
 
 def annotations(name: str) -> dict:
     fleet = parse(fleet_raw()).vllm_fleet
-    [rule] = [r for r in alerts.rules(fleet.alerts, MODEL, HATCH)["groups"][0]["rules"] if r["alert"] == name]
+    [rule] = [r for r in alerts.rules(fleet.alerts, MODEL, HATCH, TIMEOUT)["groups"][0]["rules"]
+              if r["alert"] == name]
     return rule["annotations"]
 
 
 def test_promtool_accepts_the_rendered_rules(rules_file):
     result = promtool("check", "rules", rules_file.name, cwd=rules_file.parent)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "SUCCESS: 7 rules found" in result.stdout
+    assert "SUCCESS: 8 rules found" in result.stdout
 
 
 def test_the_thresholds_are_the_stacks_and_the_hatchs_are_the_gateways():
@@ -67,7 +69,7 @@ def _alert_test(series: list[dict], alertname: str, eval_time: str, fires: bool)
 
 def _severity(name: str) -> str:
     fleet = parse(fleet_raw()).vllm_fleet
-    return next(r["labels"]["severity"] for r in alerts.rules(fleet.alerts, MODEL, HATCH)["groups"][0]["rules"]
+    return next(r["labels"]["severity"] for r in alerts.rules(fleet.alerts, MODEL, HATCH, TIMEOUT)["groups"][0]["rules"]
                 if r["alert"] == name)
 
 
@@ -95,6 +97,12 @@ def test_the_rules_fire_on_the_series_they_watch_and_stay_quiet_below_their_thre
                     "VllmPrefixCacheHitRateLow", "70m", fires=True),
         _alert_test([{"series": hits, "values": "0+30x70"}, {"series": queries, "values": "0+60x70"}],
                     "VllmPrefixCacheHitRateLow", "70m", fires=False),
+        # A hold older than the 600 s request timeout (a gateway process lost with it in flight);
+        # holds that come and go under it stay quiet.
+        _alert_test([{"series": "spear_budget_oldest_hold_seconds", "values": "0+60x15"}],
+                    "GatewayHoldStuck", "13m", fires=True),
+        _alert_test([{"series": "spear_budget_oldest_hold_seconds", "values": "30 400 20 590 10"}],
+                    "GatewayHoldStuck", "4m", fires=False),
         # One preemption a minute: 60 an hour, over 30.
         _alert_test([{"series": f'vllm:num_preemptions_total{{model_name="{MODEL}"}}',
                       "values": "0+1x80"}], "VllmPreemptions", "80m", fires=True),

@@ -67,7 +67,8 @@ def test_no_secret_text_anywhere_in_config_yaml():
     general = rendered()["general_settings"]
     assert general == {"master_key": f"os.environ/{MASTER_KEY_ENV}",
                        "database_url": f"os.environ/{DATABASE_URL_ENV}",
-                       "enforce_fallback_model_access": False}
+                       "enforce_fallback_model_access": False,
+                       "disable_budget_reservation": True}
 
 
 def test_a_coder_error_names_no_fallback_the_hatch_never_tried():
@@ -98,7 +99,16 @@ def test_no_litellm_fallback_is_rendered_the_hatch_hook_escalates():
                                                "SPEAR_FLEET_MODEL": CODER_MODEL,
                                                "SPEAR_HATCH_MODEL": FRONTIER_MODEL,
                                                "SPEAR_DEFAULT_MAX_TOKENS": "4096",
+                                               # 3 tries of the fleet and the hatch's, of
+                                               # 600 s each, and 60 s: not an hour
+                                               "SPEAR_HOLD_TTL_SECONDS": "2460",
                                                "SPEAR_CACHE_SALT_SCOPE": "team"}
+
+
+def test_the_hooks_ledger_holds_the_budgets_and_litellms_own_reservation_is_off():
+    # LiteLLM's reservation leaks when a client hangs up after a chunk (issue 40): 429s for
+    # a developer who spent nothing. The hooks' holds are settled on a hang-up too.
+    assert rendered()["general_settings"]["disable_budget_reservation"] is True
 
 
 def test_a_config_change_changes_the_text_and_nothing_else_does():

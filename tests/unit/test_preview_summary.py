@@ -382,7 +382,10 @@ def test_a_config_only_change_reads_as_a_restart_naming_the_setting():
     assert ("- **gateway config.yaml** (`gateway-config`): **config only (restart)**: rewrites"
             " config.yaml; the proxy restarts, nothing is reinstalled.") in text
     assert "  - `router_settings.num_retries`: `2` → `3`\n" in text
-    assert "- gateway: config.yaml changed (router_settings.num_retries): restart only\n" in text
+    # The holds' TTL follows the retries (components/gateway/render.py hold_ttl_seconds).
+    assert "  - `environment_variables.SPEAR_HOLD_TTL_SECONDS`: `2460` → `3060`\n" in text
+    assert ("- gateway: config.yaml changed (environment_variables.SPEAR_HOLD_TTL_SECONDS,"
+            " router_settings.num_retries): restart only\n") in text
     assert "LiteLLM" not in text.split("#### Gateway")[1]
 
 

@@ -157,6 +157,7 @@ class Ledger:
     clock: Callable[[], float] = time.monotonic
     admitted_at: dict[str, float] = field(default_factory=dict)
     expired: set[str] = field(default_factory=set)
+    measured: dict[str, int] = field(default_factory=dict)  # request id -> used so far (nanos)
 
     def __post_init__(self) -> None:
         self.cap = nanos("hatch_cap_usd", self.hatch_cap_usd)
@@ -215,19 +216,29 @@ class Ledger:
 
     def _charge(self, request_id: str, hold: Hold, key_amount: int, hatch_amount: int) -> None:
         del self.held[request_id]
+        self.measured.pop(request_id, None)
         self.admitted_at.pop(request_id, None)
         self.used[hold.key] = self.used.get(hold.key, 0) + key_amount
         self.hatch_spent += hatch_amount
         self.done.add(request_id)
 
+    def measure(self, request_id: str, key_usd: float) -> None:
+        """What a request in flight has used so far (a stream's checkpoint): what its expiry
+        charges the key if its process never settles it. Nothing for a settled request."""
+        amount = nanos("key_usd", key_usd)
+        if request_id in self.held:
+            self.measured[request_id] = min(amount, self.held[request_id].held)
+
     def expire_stale(self) -> None:
-        """Charge in full every hold older than hold_ttl_seconds."""
+        """Charge every hold older than hold_ttl_seconds: the key what was measured of it, or
+        in full when nothing was; the hatch in full."""
         if self.hold_ttl_seconds is None:
             return
         cutoff = self.clock() - self.hold_ttl_seconds
         for request_id in [r for r, t in self.admitted_at.items() if t < cutoff]:
             hold = self.held[request_id]
-            self._charge(request_id, hold, hold.held, hold.hatch_held or 0)
+            self._charge(request_id, hold, self.measured.pop(request_id, hold.held),
+                         hold.hatch_held or 0)
             self.expired.add(request_id)
 
     def used_usd(self, key: str) -> float:
@@ -245,6 +256,12 @@ class Ledger:
 
     def holds_in_flight(self) -> int:
         return len(self.held)
+
+    def oldest_hold_seconds(self) -> float:
+        """How long the oldest hold not settled has been held (0 with none)."""
+        now = self.clock()
+        return max((now - self.admitted_at[r] for r in self.held if r in self.admitted_at),
+                   default=0.0)
 
     def developer_usage(self) -> list[DeveloperUsage]:
         return []  # no keys without a database: nothing to say per developer

@@ -27,6 +27,7 @@ log = logging.getLogger(__name__)
 LABELS = ("developer", "team")
 HATCH_SPEND = "spear_hatch_spend_usd"
 HOLDS = "spear_budget_holds_in_flight"
+OLDEST_HOLD = "spear_budget_oldest_hold_seconds"  # the alert GatewayHoldStuck reads it
 SPEND = "spear_developer_spend_usd"
 BUDGET = "spear_developer_budget_usd"
 TOKENS = "spear_developer_tokens"  # a counter: exposed as spear_developer_tokens_total
@@ -46,6 +47,7 @@ class GatewayCollector(Collector):
         try:
             hatch = self.store.hatch_spent_in(self.month())
             holds = self.store.holds_in_flight()
+            oldest = self.store.oldest_hold_seconds()
             usage = self.store.developer_usage()
         except Exception as err:  # noqa: BLE001 (a scrape must not fail with the database)
             log.warning("spear_gateway exporter: the store did not answer: %s", err)
@@ -54,6 +56,9 @@ class GatewayCollector(Collector):
                                 " (for the spend alert)", value=hatch)
         yield GaugeMetricFamily(HOLDS, "Admitted requests not settled"
                                 " yet, on every replica", value=holds)
+        yield GaugeMetricFamily(OLDEST_HOLD, "Seconds the oldest hold not settled has been"
+                                " held, on every replica (a client gone mid-stream is settled at"
+                                " once: only a lost gateway process leaves one)", value=oldest)
         spend = GaugeMetricFamily(SPEND, "USD settled in the developer's"
                                   " budget window", labels=LABELS)
         budget = GaugeMetricFamily(BUDGET, "The developer's budget per"

@@ -78,6 +78,19 @@ Budgets: `async_pre_call_hook` (before routing) reserves the request's worst cas
 key's max_budget (user_api_key_dict.max_budget / .spend / .budget_reset_at) in the shared ledger
 and refuses with HTTP 429 `spear_budget_exceeded`; the success event settles the actual cost
 exactly once; a failure releases the hold. See spear_gateway/__init__.py for the configuration.
+
+A client gone mid-stream (Ctrl-C in a harness, a closed editor): LiteLLM calls neither the
+success nor the failure callbacks for it (proxy_server.py async_data_generator catches
+CancelledError/GeneratorExit, releases only its own parallel-request counter, and closes the
+upstream stream: 1.91.1 l.6977, 1.108.7 the same path in common_request_processing.py), so the
+hold stayed until its TTL and was then charged in full. `async_post_call_streaming_iterator_hook`
+wraps the stream it sends (both versions call it for every callback that overrides it), counts
+what it carried, and when the stream ends without its end (the client is gone) settles the hold
+at once: the prompt's upper bound plus the output chunks sent (one token each, as vLLM and
+llama-server stream), never above the hold; `_in_flight.pop` makes it exactly once against the
+success path, which finds nothing left to settle. Every MEASURE_EVERY_SECONDS it also writes
+what the stream used so far to the ledger (`measure`): if this process dies mid-stream, the hold's
+expiry charges that, not the worst case.
 """
 
 from __future__ import annotations
@@ -96,13 +109,17 @@ from litellm.integrations.custom_logger import CustomLogger
 from spear_gateway import edits, exporter, metrics, tls_listener
 from spear_gateway.budget import ContractViolation, HoldExpired, Ledger
 from spear_gateway.hatch import FleetFailure, fleet_failure
-from spear_gateway.pricing import Prices, output_limit, usage_usd, worst_case_usd
+from spear_gateway.pricing import (Prices, StreamedUsage, output_limit,
+                                   prompt_tokens_upper_bound, usage_of, usage_usd, worst_case_usd)
 from spear_gateway.settings import Settings
 from spear_gateway.tenancy import BadPriority, Tenant, ring_deployments, stamp, take_owned
 from spear_gateway.thinking import drop_thinking
 from spear_gateway.tool_types import is_responses, keep_function_tools
 
 log = logging.getLogger("spear_gateway")
+# How often a stream's use so far is written to the ledger, for its hold's expiry should this
+# process die before the stream ends (a write per stream every this many seconds).
+MEASURE_EVERY_SECONDS = 5.0
 REQUEST_ID = "spear_request_id"  # the metadata field that carries the ledger's request id
 STAMP = "spear_stamp"  # ... and the one with what admission decided: cache_salt, priority, ring
 METADATA_FIELDS = ("litellm_metadata", "metadata")  # /v1/messages and /v1/responses use the first
@@ -163,6 +180,7 @@ class SpearGateway(CustomLogger):
         self._store: Any = None
         self._store_lock = asyncio.Lock()  # the first requests arrive together: one pool
         self._in_flight: dict[str, InFlight] = {}
+        self._background: set[asyncio.Task] = set()  # settlements and checkpoints of streams
         metrics.IN_FLIGHT.set_function(lambda: len(self._in_flight))
         edits.mount(self)
 
@@ -326,7 +344,7 @@ class SpearGateway(CustomLogger):
         request = self._in_flight.pop(request_id, None)
         if request is None:
             return
-        usage = _usage(response_obj)
+        usage = usage_of(response_obj)
         cost = kwargs.get("response_cost")
         if request.escalated:  # the key pays the fleet's price; the hatch's cap the frontier's
             key_usd = usage_usd(usage, self._prices(self.settings.fleet_model))
@@ -354,6 +372,65 @@ class SpearGateway(CustomLogger):
                 "escalations in flight); the request was not sent to the frontier")
         return None
 
+    # -- 5. a client gone mid-stream --------------------------------------------------------
+
+    async def async_post_call_streaming_iterator_hook(self, user_api_key_dict: Any, response: Any,
+                                                      request_data: dict):
+        request_id = _metadata(request_data).get(REQUEST_ID)
+        streamed = StreamedUsage()
+        checkpoint = time.monotonic()
+        try:
+            async for chunk in response:
+                streamed.add(chunk)
+                if time.monotonic() - checkpoint >= MEASURE_EVERY_SECONDS:
+                    checkpoint = time.monotonic()
+                    self._measure(request_id, request_data, streamed)
+                yield chunk
+        except (GeneratorExit, asyncio.CancelledError):
+            self.settle_cut(request_id, request_data, streamed)
+            raise
+
+    def _used(self, request: InFlight, request_data: dict,
+              streamed: StreamedUsage) -> tuple[float, float]:
+        """What a stream has used so far, priced as the success path prices it (the key pays the
+        fleet's price, the hatch's cap the frontier's when the stream was the hatch's), never
+        above the holds."""
+        usage = streamed.usage(prompt_tokens_upper_bound(request_data))
+        key_usd = min(usage_usd(usage, self._prices(self.settings.fleet_model)), request.held_usd)
+        hatch_usd = min(usage_usd(usage, self._prices(self.settings.hatch_model)),
+                        request.hatch_held_usd) if request.escalated else 0.0
+        return key_usd, hatch_usd
+
+    def _in_background(self, work: Any) -> None:
+        """Run `work` as a task of its own (the request's task may be cancelled under it)."""
+        task = asyncio.get_running_loop().create_task(work)
+        self._background.add(task)  # the loop keeps only a weak reference to a task
+        task.add_done_callback(self._background.discard)
+
+    def _measure(self, request_id: str | None, request_data: dict,
+                 streamed: StreamedUsage) -> None:
+        """Record what a long stream has used so far in the ledger: what its hold's expiry
+        charges if this process dies before it ends."""
+        request = self._in_flight.get(request_id) if request_id else None
+        if request is not None:
+            async def measure() -> None:
+                try:
+                    await self._call("measure", request_id, self._used(request, request_data,
+                                                                       streamed)[0])
+                except Exception as e:  # noqa: BLE001 (a checkpoint is best effort)
+                    log.warning("spear_gateway: measuring %s failed: %s", request_id, e)
+            self._in_background(measure())
+
+    def settle_cut(self, request_id: str | None, request_data: dict,
+                   streamed: StreamedUsage) -> None:
+        """Settle a stream whose client went away: what it used, now, exactly once."""
+        request = self._in_flight.pop(request_id, None) if request_id else None
+        if request is None:
+            return  # settled already (its success was logged), or not a coder request
+        metrics.SETTLED_ON_DISCONNECT.inc()
+        self._in_background(self._settle(request_id, request,
+                                         *self._used(request, request_data, streamed)))
+
     async def _settle(self, request_id: str, request: InFlight, key_usd: float,
                       hatch_usd: float) -> None:
         try:
@@ -378,15 +455,6 @@ def _observe_ttft(kwargs: dict, start_time: Any) -> None:
     if hasattr(first, "timestamp") and hasattr(start_time, "timestamp") and priority is not None:
         metrics.FLEET_TTFT.labels(priority=str(priority)).observe(
             max(0.0, first.timestamp() - start_time.timestamp()))
-
-
-def _usage(response: Any) -> dict[str, Any]:
-    usage = getattr(response, "usage", None)
-    if usage is None and isinstance(response, dict):
-        usage = response.get("usage")
-    if hasattr(usage, "model_dump"):
-        usage = usage.model_dump()
-    return usage if isinstance(usage, dict) else {}
 
 
 proxy_handler_instance = SpearGateway()

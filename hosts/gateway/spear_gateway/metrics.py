@@ -22,6 +22,9 @@ HOLDS_EXPIRED_THEN_SETTLED = Counter(
     "spear_budget_holds_expired_then_settled",
     "Requests that finished after their hold expired (charged in full at expiry): raise "
     "SPEAR_HOLD_TTL_SECONDS above the longest request")
+SETTLED_ON_DISCONNECT = Counter(
+    "spear_budget_settled_on_disconnect",
+    "Streams whose client went away before their end, settled at once at what they used")
 IN_FLIGHT = Gauge(
     "spear_requests_in_flight", "Admitted requests this process holds budget for, not yet settled")
 FLEET_TTFT = Histogram(

@@ -60,6 +60,9 @@ CREATE TABLE IF NOT EXISTS spear_gateway.spear_budget_requests (
 );
 ALTER TABLE spear_gateway.spear_budget_requests
     ADD COLUMN IF NOT EXISTS expired BOOLEAN NOT NULL DEFAULT false;
+-- What a request in flight has used so far (a stream's checkpoint): what its expiry charges.
+ALTER TABLE spear_gateway.spear_budget_requests
+    ADD COLUMN IF NOT EXISTS measured_nanos BIGINT;
 CREATE INDEX IF NOT EXISTS spear_budget_requests_in_flight
     ON spear_gateway.spear_budget_requests (key) WHERE NOT settled;
 """
@@ -242,19 +245,28 @@ class PgStore:
 
     # -- holds their process never settled ---------------------------------------------------
 
+    def measure(self, request_id: str, key_usd: float) -> None:
+        """What a request in flight has used so far (a stream's checkpoint): what its expiry
+        charges the key if its gateway process never settles it. Nothing for a settled one."""
+        amount = nanos("key_usd", key_usd)
+        self._run(lambda conn: conn.execute(
+            "UPDATE spear_gateway.spear_budget_requests SET measured_nanos = least(%s, held_nanos)"
+            " WHERE request_id = %s AND NOT settled", (amount, request_id)))
+
     def _expire_key(self, conn: psycopg.Connection, key: str) -> None:
-        """Charge in full the key's holds older than the TTL (the key's row is locked)."""
+        """Charge the key's holds older than the TTL (the key's row is locked): the key what
+        was measured of each, or in full when nothing was; the hatch in full."""
         if self.hold_ttl_seconds is None:
             return
         # One statement, whose result nobody reads: no round trip of its own.
         conn.execute(
             "WITH stale AS (UPDATE spear_gateway.spear_budget_requests SET settled = true,"
-            " expired = true, key_settled_nanos = held_nanos,"
+            " expired = true, key_settled_nanos = coalesce(measured_nanos, held_nanos),"
             " hatch_settled_nanos = coalesce(hatch_held_nanos, 0), settled_at = now()"
             " WHERE key = %s AND NOT settled"
             " AND admitted_at < now() - make_interval(secs => %s)"
-            " RETURNING held_nanos, coalesce(hatch_held_nanos, 0) AS hatch),"
-            " total AS (SELECT coalesce(sum(held_nanos), 0) AS held, coalesce(sum(hatch), 0) AS hatch"
+            " RETURNING key_settled_nanos AS held, coalesce(hatch_held_nanos, 0) AS hatch),"
+            " total AS (SELECT coalesce(sum(held), 0) AS held, coalesce(sum(hatch), 0) AS hatch"
             "  FROM stale),"
             " charged AS (UPDATE spear_gateway.spear_budget_keys SET used_nanos = used_nanos + total.held"
             "  FROM total WHERE key = %s AND total.held > 0 RETURNING 1)"
@@ -303,6 +315,13 @@ class PgStore:
         return int(self._run(lambda conn: conn.execute(
             "SELECT count(*) FROM spear_gateway.spear_budget_requests WHERE NOT settled"
         ).fetchone()[0]))
+
+    def oldest_hold_seconds(self) -> float:
+        """How long the oldest hold not settled has been held, on every replica (0 with none),
+        on the database's clock."""
+        return float(self._run(lambda conn: conn.execute(
+            "SELECT coalesce(extract(epoch FROM now() - min(admitted_at)), 0)"
+            " FROM spear_gateway.spear_budget_requests WHERE NOT settled").fetchone()[0]))
 
     def developer_usage(self) -> list[DeveloperUsage]:
         """Per developer (the keys' metadata; their rotated keys counted with them): the budget

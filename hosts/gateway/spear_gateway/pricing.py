@@ -50,3 +50,46 @@ def usage_usd(usage: Mapping[str, Any] | None, prices: Prices) -> float:
     prompt = usage.get("prompt_tokens", usage.get("input_tokens")) or 0
     completion = usage.get("completion_tokens", usage.get("output_tokens")) or 0
     return prompt * prices.input + completion * prices.output
+
+
+def usage_of(response: Any) -> dict[str, Any]:
+    """A response's (or a stream chunk's) usage as a dict; {} when it has none."""
+    usage = getattr(response, "usage", None)
+    if usage is None and isinstance(response, dict):
+        usage = response.get("usage")
+    if hasattr(usage, "model_dump"):
+        usage = usage.model_dump()
+    return usage if isinstance(usage, dict) else {}
+
+
+@dataclass
+class StreamedUsage:
+    """What a stream carried so far: the chunks with output (a token each), and the usage a
+    chunk reported, if one did (stream_options.include_usage)."""
+
+    output_chunks: int = 0
+    reported: dict[str, Any] | None = None
+
+    def add(self, chunk: Any) -> None:
+        if isinstance(chunk, (bytes, str)):  # an SSE event passed through as it came
+            text = chunk.decode("utf-8", "replace") if isinstance(chunk, bytes) else chunk
+            if "content_block_delta" in text or ('"delta"' in text and '"content": "' in text):
+                self.output_chunks += 1
+            return
+        usage = usage_of(chunk)
+        if usage.get("prompt_tokens") or usage.get("completion_tokens"):
+            self.reported = usage
+        for choice in getattr(chunk, "choices", None) or []:
+            delta = getattr(choice, "delta", None)
+            if delta is not None and (getattr(delta, "content", None)
+                                      or getattr(delta, "tool_calls", None)):
+                self.output_chunks += 1
+                break
+
+    def usage(self, prompt_upper_bound: int) -> dict[str, int]:
+        """What to charge: the reported usage, else the prompt's upper bound (what the upstream
+        was asked) and the output chunks sent."""
+        reported = self.reported or {}
+        return {"prompt_tokens": int(reported.get("prompt_tokens") or prompt_upper_bound),
+                "completion_tokens": max(int(reported.get("completion_tokens") or 0),
+                                         self.output_chunks)}

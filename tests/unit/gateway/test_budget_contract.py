@@ -79,6 +79,18 @@ def test_settling_a_request_twice_fails_loudly_and_charges_once(ana_settled_31):
     assert ana_settled_31.used_usd("ana") == 31.0
 
 
+def test_a_stream_cut_short_settles_what_it_used_and_the_success_after_it_charges_nothing(open_store):
+    # The hook settles a stream its client left at what it carried (litellm_hooks.py settle_cut);
+    # LiteLLM may still report the stream's success after it: refused, charged once.
+    ledger = open_store(hatch_cap_usd=100.0)
+    assert ledger.admit("ana", "cut", 5.0, BUDGET) == "fleet"
+    ledger.settle("cut", 0.25)
+    assert (ledger.used_usd("ana"), ledger.holds_in_flight()) == (0.25, 0)
+    with pytest.raises(ContractViolation, match="double settle"):
+        ledger.settle("cut", 5.0)
+    assert ledger.used_usd("ana") == 0.25
+
+
 def test_a_replayed_request_id_is_not_admitted_again(ana_settled_31):
     assert ana_settled_31.admit("ana", "r1", 0.001, BUDGET) == "reject-duplicate"
     assert ana_settled_31.holds_in_flight() == 0

@@ -88,3 +88,19 @@ def test_a_late_settlement_of_an_expired_hold_is_refused_and_charges_nothing_mor
     with pytest.raises(HoldExpired, match="expired"):
         ledger.settle("slow", 1.0)
     assert ledger.used_usd("ana") == 4.0
+
+
+def test_an_expired_hold_is_charged_what_its_stream_measured_or_in_full_when_nothing_was():
+    clock = Clock()
+    ledger = Ledger(hatch_cap_usd=10.0, hold_ttl_seconds=60, clock=clock)
+    ledger.admit("ana", "streamed", 4.0, 10.0)
+    ledger.admit("ana", "silent", 3.0, 10.0)
+    ledger.measure("streamed", 0.5)
+    ledger.measure("streamed", 9.0)  # never above the hold
+    assert ledger.measured["streamed"] == 4_000_000_000
+    ledger.measure("streamed", 1.25)
+    clock.now = 61
+    ledger.expire_stale()
+    assert ledger.used_usd("ana") == 1.25 + 3.0 and ledger.holds_in_flight() == 0
+    ledger.measure("streamed", 2.0)  # settled: nothing more is recorded
+    assert "streamed" not in ledger.measured

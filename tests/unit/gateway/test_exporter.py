@@ -33,12 +33,19 @@ def test_the_hatchs_spend_is_this_months_and_zero_once_the_month_is_over():
     assert scrape(ledger, "2026-12")["spear_hatch_spend_usd"] == 0.0
 
 
-def test_holds_in_flight_count_what_is_admitted_and_not_settled():
-    ledger = Ledger(hatch_cap_usd=20.0)
+def test_holds_in_flight_count_what_is_admitted_and_not_settled_and_the_oldest_is_timed():
+    now = [100.0]
+    ledger = Ledger(hatch_cap_usd=20.0, clock=lambda: now[0])
+    assert scrape(ledger, "2026-12")["spear_budget_oldest_hold_seconds"] == 0.0
     ledger.admit("ana", "r1", 1.0, 10.0)
+    now[0] = 130.0
     ledger.admit("bob", "r2", 1.0, 10.0)
+    now[0] = 145.0
+    assert scrape(ledger, "2026-12")["spear_budget_oldest_hold_seconds"] == 45.0
     ledger.settle("r1", 0.5)
-    assert scrape(ledger, "2026-12")["spear_budget_holds_in_flight"] == 1.0
+    samples = scrape(ledger, "2026-12")
+    assert samples["spear_budget_holds_in_flight"] == 1.0
+    assert samples["spear_budget_oldest_hold_seconds"] == 15.0
 
 
 class Store:
@@ -49,6 +56,9 @@ class Store:
 
     def holds_in_flight(self):
         return 0
+
+    def oldest_hold_seconds(self):
+        return 0.0
 
     def developer_usage(self):
         return [DeveloperUsage("ana", "platform", 3.25, 25.0, 1200, 340),
