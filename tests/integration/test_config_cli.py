@@ -11,7 +11,7 @@ from config.checker import ConfigError
 from config.schema import parse
 from localhosts.engine import Project, engine_env
 from tests.support.config_cases import MASTER_KEY
-from tests.support.stack_files import stack_raw, with_placeholder_keys, without_fleet
+from tests.support.stack_files import stack_raw, tls_pair, with_placeholder_keys, without_fleet
 
 STACK = "cli"
 
@@ -34,7 +34,9 @@ def written(project: Project) -> dict:
     doc = yaml.safe_load((project.dir / "stacks" / f"Pulumi.{STACK}.yaml").read_text())
     config = {key.removeprefix("spear-fleet:"): value for key, value in doc["config"].items()}
     return with_placeholder_keys({**config, "gatewayMasterKey": MASTER_KEY,
-                                  "frontierApiKey": "sk-frontier-placeholder"})
+                                  "frontierApiKey": "sk-frontier-placeholder",
+                                  # its HTTPS listener's pair (the stack's are its secrets)
+                                  **tls_pair(config["gateway"]["listen"]["tls"]["name"])})
 
 
 @pytest.mark.parametrize("kind", [(), ("--type", "float")], ids=["no type", "--type float"])
