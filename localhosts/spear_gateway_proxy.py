@@ -59,7 +59,8 @@ def gateway_config(upstream_url: str | dict[str, dict], frontier_url: str, *, ho
         "general_settings": {"master_key": "os.environ/LITELLM_MASTER_KEY",
                              "enforce_fallback_model_access": False,
                              # As the gateway's config: the hooks' ledger holds the budgets.
-                             **({"disable_budget_reservation": True} if hooks else {}),
+                             **({"disable_budget_reservation": True,
+                                 "cancel_on_disconnect": True} if hooks else {}),
                              # Spend lands in the database within a second (default 10 s),
                              # so a test reads it sooner.
                              "proxy_batch_write_at": 1},

@@ -83,6 +83,12 @@ def cut_after_first_chunk(proxy, key: str) -> bytes:
     return seen
 
 
+def spend_of(db, key: str) -> float:
+    """What the ledger charged the key (it keys by LiteLLM's token: the key's sha256)."""
+    return int(db.psql("SELECT used_nanos FROM spear_gateway.spear_budget_keys WHERE key ="
+                       f" '{hashlib.sha256(key.encode()).hexdigest()}'") or 0) / 1e9
+
+
 def holds_in_flight(db) -> int:
     return int(db.psql("SELECT count(*) FROM spear_gateway.spear_budget_requests WHERE NOT settled"))
 
@@ -101,9 +107,7 @@ def test_streams_cut_by_their_client_release_their_holds_at_once_and_charge_what
         assert proxy.post("/v1/chat/completions", BODY, key=key)["choices"]
     assert metric(proxy, "spear_budget_settled_on_disconnect_total") == CUTS
     # Each cut was charged the prompt's bound and the output it carried, far below its hold.
-    # The ledger keys by LiteLLM's token: the key's sha256.
-    used = int(db.psql("SELECT used_nanos FROM spear_gateway.spear_budget_keys WHERE key ="
-                       f" '{hashlib.sha256(key.encode()).hexdigest()}'")) / 1e9
+    used = spend_of(db, key)
     worst = 2000 * PRICES[0] + MAX_TOKENS * PRICES[1]
     assert 0 < used < (CUTS + PLAIN) * worst / 2, used
     # The fleet's streams stopped when their clients went (LiteLLM closes the upstream).
@@ -133,11 +137,13 @@ def test_a_long_stream_records_what_it_used_so_far_for_its_holds_expiry(gateway)
     assert wait_until(lambda: holds_in_flight(db) == 0, timeout=10)
 
 
-def test_a_client_that_hangs_up_before_a_plain_answer_leaves_no_hold(gateway):
-    # Not streamed: LiteLLM ends the request when its client is gone, and the failure releases
-    # the hold (nothing was served).
+def test_a_client_that_hangs_up_before_a_plain_answer_is_charged_its_prompt_at_once(gateway):
+    # Not streamed: LiteLLM cancels the fleet's call when its client is gone (its
+    # cancel_on_disconnect) and tells the failure hook, which settles the prompt's bound.
     proxy, _, upstream, db, key = gateway
-    upstream.delay_seconds = 3  # the fleet is slow to answer
+    spent = spend_of(db, key)
+    settled = metric(proxy, "spear_budget_settled_on_disconnect_total")
+    upstream.delay_seconds = 5  # the fleet is slow to answer
     try:
         body = json.dumps(BODY).encode()
         with socket.create_connection(("127.0.0.1", proxy.port), timeout=10) as conn:
@@ -146,9 +152,16 @@ def test_a_client_that_hangs_up_before_a_plain_answer_leaves_no_hold(gateway):
                          + f"Authorization: Bearer {key}\r\nContent-Length: {len(body)}\r\n\r\n"
                          .encode() + body)
             assert wait_until(lambda: holds_in_flight(db) == 1, timeout=10), "never admitted"
+        gone = time.monotonic()
+        # Settled before the fleet would have answered: its call was cancelled.
+        assert wait_until(lambda: holds_in_flight(db) == 0, timeout=3), "the hold was left behind"
+        assert time.monotonic() - gone < 3
     finally:
         upstream.delay_seconds = 0
-    assert wait_until(lambda: holds_in_flight(db) == 0, timeout=5), "the hold was left behind"
+    charged = spend_of(db, key) - spent
+    worst = 2000 * PRICES[0] + MAX_TOKENS * PRICES[1]
+    assert 0 < charged < MAX_TOKENS * PRICES[1] < worst, charged  # the prompt only
+    assert metric(proxy, "spear_budget_settled_on_disconnect_total") == settled + 1
 
 
 def test_a_real_harness_killed_mid_answer_leaves_no_hold_behind(gateway, tmp_path):

@@ -68,7 +68,8 @@ def test_no_secret_text_anywhere_in_config_yaml():
     assert general == {"master_key": f"os.environ/{MASTER_KEY_ENV}",
                        "database_url": f"os.environ/{DATABASE_URL_ENV}",
                        "enforce_fallback_model_access": False,
-                       "disable_budget_reservation": True}
+                       "disable_budget_reservation": True,
+                       "cancel_on_disconnect": True}
 
 
 def test_a_coder_error_names_no_fallback_the_hatch_never_tried():
@@ -109,6 +110,8 @@ def test_the_hooks_ledger_holds_the_budgets_and_litellms_own_reservation_is_off(
     # LiteLLM's reservation leaks when a client hangs up after a chunk (issue 40): 429s for
     # a developer who spent nothing. The hooks' holds are settled on a hang-up too.
     assert rendered()["general_settings"]["disable_budget_reservation"] is True
+    # A client gone before a plain answer cancels the fleet's call, and is settled at its prompt.
+    assert rendered()["general_settings"]["cancel_on_disconnect"] is True
 
 
 def test_a_config_change_changes_the_text_and_nothing_else_does():

@@ -88,7 +88,9 @@ wraps the stream it sends (both versions call it for every callback that overrid
 what it carried, and when the stream ends without its end (the client is gone) settles the hold
 at once: the prompt's upper bound plus the output chunks sent (one token each, as vLLM and
 llama-server stream), never above the hold; `_in_flight.pop` makes it exactly once against the
-success path, which finds nothing left to settle. Every MEASURE_EVERY_SECONDS it also writes
+success path, which finds nothing left to settle. A client that leaves before a plain answer:
+LiteLLM cancels the fleet's call (config.yaml's cancel_on_disconnect) and reports a 499 to the
+failure hook, which settles the prompt's bound. Every MEASURE_EVERY_SECONDS it also writes
 what the stream used so far to the ledger (`measure`): if this process dies mid-stream, the hold's
 expiry charges that, not the worst case.
 """
@@ -120,6 +122,9 @@ log = logging.getLogger("spear_gateway")
 # How often a stream's use so far is written to the ledger, for its hold's expiry should this
 # process die before the stream ends (a write per stream every this many seconds).
 MEASURE_EVERY_SECONDS = 5.0
+# What LiteLLM answers (to nobody) when a client leaves before a plain answer and
+# cancel_on_disconnect cancelled the call (common_request_processing.py, 1.91.1 and 1.108.7).
+CLIENT_GONE = 499
 REQUEST_ID = "spear_request_id"  # the metadata field that carries the ledger's request id
 STAMP = "spear_stamp"  # ... and the one with what admission decided: cache_salt, priority, ring
 METADATA_FIELDS = ("litellm_metadata", "metadata")  # /v1/messages and /v1/responses use the first
@@ -362,6 +367,13 @@ class SpearGateway(CustomLogger):
         request_id = _metadata(request_data).get(REQUEST_ID)
         request = self._in_flight.pop(request_id, None)
         if request is None:
+            return None
+        if getattr(original_exception, "status_code", None) == CLIENT_GONE:
+            # The client left before a plain answer; LiteLLM cancelled the fleet's call
+            # (cancel_on_disconnect): the prompt was asked of it, nothing was answered.
+            metrics.SETTLED_ON_DISCONNECT.inc()
+            await self._settle(request_id, request,
+                               *self._used(request, request_data, StreamedUsage()))
             return None
         await self._settle(request_id, request, 0.0, 0.0)  # nothing was served: release
         if request.hatch_refused:
