@@ -354,8 +354,10 @@ def test_a_lost_gateway_host_comes_back_from_its_backup_with_every_key_and_its_s
     assert ops["gateway-postgresql"] == "create"
     assert {ops[name] for name in ops if name.startswith("gateway-key-")} == {"same"}  # kept
     assert project.outputs(STACK)["gateway"]["database_backup"]["restored"] == f"/var/backups/spear-gateway/{dump}"
-    # As dumped; LiteLLM's float sum may differ from the database's text in the last digit.
-    assert {dev: key_spend(key) for dev, key in keys.items()} == pytest.approx(spend, rel=1e-9)
+    # As dumped, or more: the `up` after the restore asked each key's smoke test again, which
+    # LiteLLM may have counted already (the float sum may differ from the text in the last digit).
+    restored = {dev: key_spend(key) for dev, key in keys.items()}
+    assert all(restored[dev] >= spend[dev] * (1 - 1e-9) for dev in keys), (restored, spend)
     assert chat(keys["ana"])[0] == 200
     assert chat(keys["bob"], max_tokens=20000)[0] == 429  # its budget still spent
     assert project.up(STACK).changes().keys() == {"same"}
