@@ -152,9 +152,10 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] = os.envi
         print(done.stdout, end="")
         return 0 if done.stdout.strip() else 1
     answer = done.stdout.strip().splitlines()
-    print(f"seat {args.seat}: {seat['harness']} {seat['version']} answered"
-          f" {answer_text(answer[-1]) if answer else '(nothing)'!r} with {seat['developer']}'s key"
-          f" through {gateway.get('url', 'the gateway')}")
+    # Quoted as it is, on one line (a repr would switch quotes on an apostrophe).
+    said = " ".join(answer_text(answer[-1]).split()) if answer else "(nothing)"
+    print(f"seat {args.seat}: {seat['harness']} {seat['version']} answered '{said}' with"
+          f" {seat['developer']}'s key through {gateway.get('url', 'the gateway')}")
     return 0 if answer else 1
 
 
