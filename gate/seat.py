@@ -20,7 +20,6 @@ import shlex
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 from spear.harness import ANSWER_LINES, EDIT_TURN, ONE_TURN

@@ -286,8 +286,9 @@ class SpearGateway(CustomLogger):
         return data
 
     def _forget_expired(self) -> None:
-        """A request whose end LiteLLM never reported (a client gone mid-stream) is forgotten
-        here when the ledger expires its hold."""
+        """A request whose end LiteLLM never reported (a client gone mid-stream is settled at
+        once; this is for what no hook saw end) is forgotten here when the ledger expires its
+        hold."""
         cutoff = time.monotonic() - self.settings.hold_ttl_seconds
         for request_id in [r for r, f in self._in_flight.items() if f.admitted < cutoff]:
             del self._in_flight[request_id]
