@@ -7,6 +7,7 @@ stops the program before a single resource is registered.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -17,7 +18,7 @@ from pulumi.runtime.sync_await import _sync_await
 from config.checker import NAMESPACE, ConfigError, Problem, show
 from config.schema import OBJECT_KEYS, TOP_KEYS, parse
 from config.types import API_KEY_NAMES, GATEWAY_SECRET_NAMES, FleetConfig, InlineKey, KeyFile
-from spear import rollout_gate
+from spear import rollout_gate, rules
 
 # Keys whose whole value must be a Pulumi secret (set with --secret), and how to set each.
 SECRET_KEYS = ("sshPrivateKeys", "kubeconfig") + API_KEY_NAMES + GATEWAY_SECRET_NAMES
@@ -101,10 +102,40 @@ def deployed_rollout() -> tuple[tuple[str, str, str], tuple[str, str, str] | Non
             rollout_gate.pair_from_json(rollout.get("previous")))
 
 
+def _passphrase() -> str | None:
+    """The passphrase the engine encrypts this stack's secrets with, as it reads it."""
+    path = os.environ.get(rules.PASSPHRASE_FILE_ENV)
+    if rules.PASSPHRASE_ENV not in os.environ and path:
+        try:
+            with open(path, encoding="utf-8") as passphrase_file:
+                return passphrase_file.read().rstrip("\n")
+        except OSError:
+            return None  # the engine has already said why it cannot read it
+    return os.environ.get(rules.PASSPHRASE_ENV)
+
+
+def _example_passphrase(problems: list[Problem]) -> None:
+    """A stack other than local under the public example passphrase: its `up` is refused before
+    any resource is registered; a preview (the committed examples in review) goes on, marked as
+    an example."""
+    stack = pulumi.get_stack()
+    if not rules.example_passphrase_refused(stack, _passphrase()):
+        return
+    if pulumi.runtime.is_dry_run():
+        pulumi.warn(f"example stack: {stack}'s secrets are under the public example passphrase"
+                    f" ({rules.PASSPHRASE_ENV}); it can be previewed, never deployed")
+    else:
+        problems.append(Problem(rules.PASSPHRASE_ENV, "the public example passphrase",
+                                f"a passphrase of your own for the {stack} stack (only"
+                                f" {rules.EXAMPLE_PASSPHRASE_STACK} may use the example's)"))
+
+
 def load() -> LoadedStack:
     """Read, check and type the stack config; raise before any resource exists."""
     raw = _read_raw()
-    problems = [Problem(f"{NAMESPACE}:{key}", "a plain-text value", f"a secret: {_SET_SECRET[key]}")
+    problems: list[Problem] = []
+    _example_passphrase(problems)
+    problems += [Problem(f"{NAMESPACE}:{key}", "a plain-text value", f"a secret: {_SET_SECRET[key]}")
                 for key in SECRET_KEYS
                 if key in raw and not pulumi.runtime.is_config_secret(f"{NAMESPACE}:{key}")]
     try:

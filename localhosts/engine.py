@@ -19,12 +19,12 @@ from typing import Any
 import yaml
 
 from config.schema.vllm_fleet import SECRET
+from spear.rules import EXAMPLE_PASSPHRASE
 from config.types import AMBIENT
 from localhosts import kubebuild
 
 REPO = Path(__file__).resolve().parents[1]
 # The committed prod/dev placeholder secrets are encrypted with this passphrase (scripts/env.sh).
-EXAMPLE_PASSPHRASE = "spear-fleet-example"
 PROJECT_FILES = ("__main__.py", "config", "components", "review", "spear", "gate", "hosts",
                  "requirements.txt")
 

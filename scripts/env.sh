@@ -14,6 +14,13 @@ export PULUMI_SKIP_UPDATE_CHECK=true PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION
 export PULUMI_BACKEND_URL=${PULUMI_BACKEND_URL:-file://$HOME/.spear-fleet/state}
 case $PULUMI_BACKEND_URL in file://*) mkdir -p "${PULUMI_BACKEND_URL#file://}" ;; esac
 # The committed example stacks encrypt their placeholder secrets with this passphrase; a real
-# deployment sets its own (docs/OPERATING.md, "Stacks").
+# deployment sets its own (docs/OPERATING.md, "Stacks"). Only the local stack may be deployed
+# under it: the program refuses any other's `up` (config/load.py), and so does this file when
+# PULUMI_STACK names another stack.
 export PULUMI_CONFIG_PASSPHRASE=${PULUMI_CONFIG_PASSPHRASE-spear-fleet-example}
 unset _spear_repo _spear_engine
+if [ "$PULUMI_CONFIG_PASSPHRASE" = spear-fleet-example ] && [ -n "${PULUMI_STACK:-}" ] \
+    && [ "$PULUMI_STACK" != local ]; then
+  echo "PULUMI_CONFIG_PASSPHRASE: the public example passphrase is for the local stack only; set your own for $PULUMI_STACK" >&2
+  return 1
+fi

@@ -279,3 +279,18 @@ def egress_network_problem(cidr: object) -> str | None:
         return (f"{network} is {network.num_addresses} addresses, wider than /{widest}: it would"
                 " open the default-deny to far more than the gateway or a mirror")
     return None
+
+
+# The committed stacks' placeholder secrets are encrypted with this public passphrase
+# (scripts/env.sh defaults to it). Only the local stack, whose every secret is a throwaway made
+# for this machine, may be deployed under it: anything else would hold real secrets that anyone
+# with the repository can decrypt.
+EXAMPLE_PASSPHRASE = "spear-fleet-example"
+EXAMPLE_PASSPHRASE_STACK = "local"
+PASSPHRASE_ENV = "PULUMI_CONFIG_PASSPHRASE"
+PASSPHRASE_FILE_ENV = "PULUMI_CONFIG_PASSPHRASE_FILE"
+
+
+def example_passphrase_refused(stack: str, passphrase: str | None) -> bool:
+    """Whether a stack's secrets would be under the public example passphrase where it may not."""
+    return passphrase == EXAMPLE_PASSPHRASE and stack != EXAMPLE_PASSPHRASE_STACK
