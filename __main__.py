@@ -16,8 +16,9 @@ from components.hostops.kube_api import cluster_access
 from components.inference_host import InferenceHost, InferenceHostArgs
 from components.vllm_fleet import VllmFleet, VllmFleetArgs
 from config.load import load
-from config.types import (FRONTIER_API_KEY, GATEWAY_DATABASE_URL, GATEWAY_MASTER_KEY,
-                          GATEWAY_TLS_CERTIFICATE, GATEWAY_TLS_KEY, RUNPOD_API_KEY, VLLM_API_KEY)
+from config.types import (FRONTIER_API_KEY, GATEWAY_BACKUP_KEY, GATEWAY_DATABASE_URL,
+                          GATEWAY_MASTER_KEY, GATEWAY_TLS_CERTIFICATE, GATEWAY_TLS_KEY,
+                          RUNPOD_API_KEY, VLLM_API_KEY)
 from spear.rules import FLEET_UPSTREAM
 
 stack = load()
@@ -86,7 +87,8 @@ elif gateway_cfg is not None:
         upstreams={name: endpoints[name] for name in gateway_cfg.upstreams if name != FLEET_UPSTREAM},
         developers=cfg.developers, harnesses=harnesses, fleet=fleet_routes,
         tls_certificate=stack.api_keys.get(GATEWAY_TLS_CERTIFICATE),
-        tls_key=stack.api_keys.get(GATEWAY_TLS_KEY)))
+        tls_key=stack.api_keys.get(GATEWAY_TLS_KEY),
+        backup_key=stack.api_keys.get(GATEWAY_BACKUP_KEY)))
 if fleet is not None:
     pulumi.export("vllm_fleet", fleet.outputs)
 

@@ -272,8 +272,10 @@ GATEWAY_DATABASE_URL = "gatewayDatabaseUrl"  # an external PostgreSQL (with its 
 # gateway.kubernetes.tls's certificate bundle (PEM: its own, its chain, the root) and key.
 GATEWAY_TLS_CERTIFICATE = "gatewayTlsCertificate"
 GATEWAY_TLS_KEY = "gatewayTlsKey"
+# What the gateway database's dumps are encrypted with (gateway.database.backup).
+GATEWAY_BACKUP_KEY = "gatewayBackupKey"
 GATEWAY_SECRET_NAMES = (GATEWAY_MASTER_KEY, FRONTIER_API_KEY, GATEWAY_DATABASE_URL,
-                        GATEWAY_TLS_CERTIFICATE, GATEWAY_TLS_KEY)
+                        GATEWAY_TLS_CERTIFICATE, GATEWAY_TLS_KEY, GATEWAY_BACKUP_KEY)
 
 LOCAL_DATABASE = "local"  # PostgreSQL from Debian on the gateway host
 EXTERNAL_DATABASE = "external"  # gatewayDatabaseUrl
@@ -468,6 +470,17 @@ class AgentSandbox:
     seats: dict[str, Seat] = field(default_factory=dict)  # by name; {} when none is declared
     # Whose key each seated harness's dialect check asks with (required with seats).
     dialect_check_developer: str | None = None
+    node_guard: NodeGuard | None = None  # required with seats
+    # The RuntimeClass every workload of the namespace runs with (a sandbox runtime: gVisor's);
+    # None: the node's default runtime.
+    runtime_class: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class NodeGuard:
+    """What keeps seats off their node: a DaemonSet filtering their traffic in its nftables."""
+    image: str  # python3 and nft, pinned by digest
+    api_server: str | None  # None: the cluster's `kubernetes` Service
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -560,6 +573,12 @@ class VllmFleet:
     # Each track's Service at a fixed cluster IP (track -> IP), so the gateway's routes to the
     # fleet are known at preview; {}: Kubernetes picks them, and the gateway cannot route there.
     service_ips: dict[str, str] = field(default_factory=dict)
+    # Who reaches the vLLM pods' port besides the in-cluster gateway's pods and an operator's
+    # Prometheus: addresses outside the pods (a gateway host's, the node's for a Prometheus on
+    # its network), as the pods see them.
+    ingress_from: tuple[str, ...] = ()
+    # The in-cluster gateway's pods (namespace, labels), from `gateway` (config/schema).
+    gateway_pods: tuple[str, tuple[tuple[str, str], ...]] | None = None
     memory_floor: MemoryFloor | None = None  # None: the stack declares no model facts
     prometheus: Prometheus = Prometheus(mode="none", scrape_interval_seconds=30)
 

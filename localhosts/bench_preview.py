@@ -58,6 +58,7 @@ FLOOR_TARGET, GROWTH_TARGET = 1.3, 2.1
 SETTINGS = {"default": {}, "skip-checkpoints": {"PULUMI_SKIP_CHECKPOINTS": "true"}}
 MASTER_KEY = "sk-spear-bench-master-1f4e"
 FRONTIER_KEY = "sk-ant-bench-frontier-77c2"
+BACKUP_KEY = "spear-bench-backup-key-0123456789abcdef"  # 32 characters or more
 
 # The reference's three inference hosts: preview never connects, so they need not exist.
 REF_SSH_PORTS = (2294, 2295, 2296)
@@ -149,7 +150,8 @@ def reference_config(count: int, keys: list[Path]) -> dict[str, Any]:
 
 
 def add_secrets(project: Project, stack: str) -> None:
-    for key, value in (("gatewayMasterKey", MASTER_KEY), ("frontierApiKey", FRONTIER_KEY)):
+    for key, value in (("gatewayMasterKey", MASTER_KEY), ("frontierApiKey", FRONTIER_KEY),
+                       ("gatewayBackupKey", BACKUP_KEY)):
         project.pulumi("config", "set", "--secret", "--stack", stack, f"spear-fleet:{key}", value)
 
 

@@ -222,8 +222,21 @@ def without_inference_hosts(workdir: Path, env: dict[str, str]) -> Project:
     return project
 
 
-# What a preview of a stack file runs its seats with in place of a seat image built here.
-PREVIEW_SEAT_IMAGE = "localhost/spear-fleet/seat:preview@sha256:" + "0" * 64
+# What a preview of a stack file runs with in place of an image this machine builds (a
+# `{file: ...}` setting under agentSandbox: the local stack's seat and node guard images).
+PREVIEW_IMAGES = {("seatImage",): "localhost/spear-fleet/seat:preview@sha256:" + "0" * 64,
+                  ("nodeGuard", "image"): "localhost/spear-fleet/node-guard:preview@sha256:" + "0" * 64}
+
+
+def built_here(sandbox: dict[str, Any]) -> dict[tuple[str, ...], str]:
+    """The agentSandbox settings (paths) that name a file a build here writes, each with the
+    pinned reference a preview runs with in its place."""
+    def at(path: tuple[str, ...]) -> Any:
+        node: Any = sandbox
+        for step in path:
+            node = node.get(step) if isinstance(node, dict) else None
+        return node
+    return {path: ref for path, ref in PREVIEW_IMAGES.items() if isinstance(at(path), dict)}
 
 
 def repo_stack(workdir: Path, stack: str, cluster: Path | None = None) -> Project:
@@ -235,7 +248,8 @@ def repo_stack(workdir: Path, stack: str, cluster: Path | None = None) -> Projec
     fleet that names a kubeconfig file (the local stack's cluster) gets `cluster`, the kubeconfig
     of the test session's cluster, instead: the preview then runs against a real API server on
     every machine, and never reads this machine's own local cluster. A seat image built here
-    (seatImage.file) is PREVIEW_SEAT_IMAGE: the preview needs a pinned reference, not the image.
+    (seatImage.file, nodeGuard.image.file) is PREVIEW_IMAGES': the preview needs a pinned
+    reference, not the image.
     """
     config = yaml.safe_load((REPO / "stacks" / f"Pulumi.{stack}.yaml").read_text())["config"]
     fleet = config.get("spear-fleet:vllmFleet")
@@ -261,8 +275,8 @@ def repo_stack(workdir: Path, stack: str, cluster: Path | None = None) -> Projec
             project.set_config(stack, f"{owner}.ssh.privateKeyPath", str(key))
     if names_file:
         project.set_config(stack, "vllmFleet.kubeconfig", str(cluster))
-    # A seat image this machine builds (seatImage.file: the local stack's) may not be built yet:
-    # the preview needs a pinned reference, not the image.
-    if isinstance((fleet or {}).get("agentSandbox", {}).get("seatImage"), dict):
-        project.set_config(stack, "vllmFleet.agentSandbox.seatImage", PREVIEW_SEAT_IMAGE)
+    # An image this machine builds (the local stack's) may not be built yet: the preview needs a
+    # pinned reference, not the image.
+    for path, ref in built_here((fleet or {}).get("agentSandbox", {})).items():
+        project.set_config(stack, ".".join(("vllmFleet.agentSandbox", *path)), ref)
     return project

@@ -17,6 +17,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
+import re
 import subprocess
 import tarfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -45,6 +47,19 @@ class Image:
     @property
     def ref(self) -> str:
         return self.refs[0]
+
+    @property
+    def pinned(self) -> str:
+        """The reference a stack pins: the tag and the digest."""
+        return f"{self.ref}@{self.digest}"
+
+    def write_ref(self, name: str) -> Path:
+        """`$SPEAR_CACHE/images/<name>.ref`, the file a stack's `{file: ...}` image setting reads
+        (the local stack's): this machine's build, whose digest no stack file can hold."""
+        path = cache_dir() / "images" / f"{name}.ref"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(self.pinned + "\n")
+        return path
 
     def config(self) -> dict:
         """What the archive says to run the image with (Env, Cmd, WorkingDir)."""
@@ -83,6 +98,34 @@ def _add_symlinks(path: str, entries: Entries) -> str:
             return _add_symlinks(os.path.join(resolved, *parts[i + 1:]), entries)
         current = candidate
     return current
+
+
+def host_binary(name: str) -> str:
+    """A program this machine has (from Debian: scripts/setup.sh installs it) that an image takes."""
+    found = shutil.which(name)
+    if found is None:
+        raise RuntimeError(f"{name} is missing: scripts/setup.sh installs it")
+    return found
+
+
+def reported_version(binary: str) -> str:
+    """The x.y.z a program's --version reports (Debian's `2.42.0+ds` is 2.42.0; nft's v1.0.6)."""
+    out = subprocess.run([binary, "--version"], capture_output=True, text=True, check=True)
+    match = re.search(r"(?:version |v)(\d+\.\d+\.\d+)", out.stdout + out.stderr)
+    if match is None:
+        raise RuntimeError(f"{binary} --version: no version in {out.stdout[:200]!r}")
+    return match[1]
+
+
+def program_with_python(binary: str, at: str, folders: Mapping[str, int] = {}) -> Entries:
+    """An image's files: one program of this machine's at `at`, python3 and its standard library
+    (for a script beside it), the shared libraries both need, and empty `folders` (path -> mode)."""
+    entries: Entries = {}
+    add_host_file(binary, entries, at=at)
+    add_libraries([binary, *add_python(entries)], entries)
+    entries.update({folder: ("dir", mode) for folder, mode in folders.items()})
+    finish(entries)
+    return entries
 
 
 def add_host_file(path: str, entries: Entries, at: str | None = None) -> None:

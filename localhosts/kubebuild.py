@@ -54,6 +54,9 @@ NETPOL_MODULE = "sigs.k8s.io/kube-network-policies"
 NETPOL_BINARY = "kube-network-policies"
 NETPOL_PATCH = KUBE_MODULES / "node" / "kube-network-policies-xt-nfqueue.patch"
 RUNC_VERSION = "1.5.3"
+GVISOR_MODULE = "gvisor.dev/gvisor"
+GVISOR_SHIM = "containerd-shim-runsc-v1"
+GVISOR_PATCH = KUBE_MODULES / "gvisor" / "shim-oom-score.patch"
 # The sandbox ("pause") container's program, from the Kubernetes module's own source: nothing can
 # be pulled here, and the kubelet needs the image.
 PAUSE_SOURCE = "build/pause/linux/pause.c"
@@ -124,6 +127,15 @@ def _writable_copy(module: Path, to: Path) -> Path:
     for path in (to, *to.rglob("*")):
         path.chmod(path.stat().st_mode | 0o200)
     return to
+
+
+def _with_patched(folder: Path, module: str, patch: Path, work: Path) -> None:
+    """A copy of the build module `folder` in work/<its name>, its dependency `module` replaced
+    by a copy beside it (work/patched) with `patch` applied."""
+    shutil.copytree(folder, work / folder.name)
+    patched = _writable_copy(_module_dir(module, cwd=folder), work / "patched")
+    _run(["git", "apply", str(patch)], patched)
+    _go(["mod", "edit", f"-replace={module}={patched}"], work / folder.name)
 
 
 def _version_ldflags(prefixes: tuple[str, ...], version: str) -> str:
@@ -223,12 +235,8 @@ def node() -> Artifact:
     cni = tuple(name.rsplit("/", 1)[1] for name in CNI_PLUGINS)
 
     def build(out: Path) -> None:
-        # The module, with the enforcer replaced by its patched copy beside it.
         work = out / "src"
-        shutil.copytree(folder, work / "node")
-        enforcer = _writable_copy(_module_dir(NETPOL_MODULE, cwd=folder), work / "enforcer")
-        _run(["git", "apply", str(NETPOL_PATCH)], enforcer)
-        _go(["mod", "edit", f"-replace={NETPOL_MODULE}={enforcer}"], work / "node")
+        _with_patched(folder, NETPOL_MODULE, NETPOL_PATCH, work)
         _go(["build", "-ldflags", static, "-o", f"{out}/",
              *(f"{CONTAINERD_MODULE}/cmd/{name}" for name in CONTAINERD_BINARIES),
              *(f"{CNI_MODULE}/plugins/{name}" for name in CNI_PLUGINS), f"{NETPOL_MODULE}/cmd"],
@@ -240,6 +248,25 @@ def node() -> Artifact:
 
     return Artifact("node", _key(static, runc, *_module_files(folder), NETPOL_PATCH.read_bytes()),
                     (*CONTAINERD_BINARIES, *cni, NETPOL_BINARY, "runc"), build)
+
+
+def gvisor() -> Artifact:
+    """gVisor's runsc and its containerd shim (static), the node's sandbox runtime: the
+    RuntimeClass `gvisor` (localhosts/kubecluster.py) runs a seat under gVisor's own kernel. The
+    shim is built with one patch (GVISOR_PATCH): this machine refuses it the OOM score it sets
+    on itself, which upstream treats as fatal and the patch lets go; the rest is upstream's."""
+    folder = KUBE_MODULES / "gvisor"
+
+    def build(out: Path) -> None:
+        work = out / "src"
+        _with_patched(folder, GVISOR_MODULE, GVISOR_PATCH, work)
+        for binary, package in (("runsc", "runsc"), (GVISOR_SHIM, "shim")):
+            _go(["build", "-ldflags", "-s -w", "-o", str(out / binary),
+                 f"{GVISOR_MODULE}/{package}"], work / folder.name)
+        shutil.rmtree(work)
+
+    return Artifact("gvisor", _key("-s -w", *_module_files(folder), GVISOR_PATCH.read_bytes()),
+                    ("runsc", GVISOR_SHIM), build)
 
 
 def provider() -> Artifact:
@@ -271,7 +298,7 @@ def artifacts() -> dict[str, Artifact]:
     """Every artifact by name, in build order: the provider first, since the tests that need only
     it (a fleet's preview, the policy pack) can then start while the cluster's binaries build;
     then the cluster's, smallest first."""
-    return {a.name: a for a in (provider(), etcd(), node(), kubernetes())}
+    return {a.name: a for a in (provider(), etcd(), gvisor(), node(), kubernetes())}
 
 
 def provider_plugin_dir() -> Path:

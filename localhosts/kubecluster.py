@@ -382,6 +382,9 @@ def start_cluster(name: str = LOCAL_CLUSTER, gpus: int = DEFAULT_GPUS, images: S
               lambda: client.get("/api/v1/namespaces/default/serviceaccounts/default") is not None,
               procs, logs, deadline)
         network_policies.install(client, PORTS.apiserver)
+        # The node's sandbox runtime, which a stack's agentSandbox.runtimeClass names.
+        client.create("/apis/node.k8s.io/v1/runtimeclasses", {
+            "metadata": {"name": kubenode.GVISOR_RUNTIME_CLASS}, "handler": kubenode.GVISOR_HANDLER})
         _wait("the NetworkPolicy enforcer", network_policies.enforcing, procs, logs, deadline)
     except BaseException:
         stop_cluster(name)

@@ -23,6 +23,7 @@ import subprocess
 from pathlib import Path
 
 from localhosts import kubebuild
+from spear.seats import NODE_GUARD_TABLE
 from localhosts.processes import terminate
 from localhosts.report import HostError
 
@@ -51,12 +52,17 @@ OURS = re.compile(r"^(KUBE|CNI)-")
 # kube-proxy's tables, iptables-nft's (the kubelet's and CNI's chains live there) and the
 # NetworkPolicy enforcer's: a table the machine did not have before the node is removed whole.
 NETPOL_TABLE = ("inet", "kube-network-policies")  # localhosts/network_policies.py
+# The node guard's (components/agent_seats/node_guard.py): a stack's seats put it on the node.
+GUARD_TABLE = ("inet", NODE_GUARD_TABLE)
 NFT_TABLES = (*((family, table) for family in ("ip", "ip6") for table in ("kube-proxy", *TABLES)),
-              NETPOL_TABLE)
+              NETPOL_TABLE, GUARD_TABLE)
 # containerd's NRI socket, which the enforcer reads pods' addresses from as they start; under
 # containerd's run folder rather than its default /var/run/nri, so the node's cleanup removes it.
 NRI_DIR = CONTAINERD_RUN / "nri"
 COMPONENTS = ("containerd", "kubelet", "kube-proxy")
+# gVisor's runtime handler in containerd, and the RuntimeClass the cluster makes for it.
+GVISOR_HANDLER = "runsc"
+GVISOR_RUNTIME_CLASS = "gvisor"
 KUBELET_USER, KUBE_PROXY_USER = "kubelet", "kube-proxy"  # their kubeconfigs (localhosts/kubepki.py)
 
 
@@ -120,6 +126,12 @@ def write_configs(state: Path, pki: Path, kubeconfigs: dict[str, Path]) -> dict[
     CONTAINERD_RUN.mkdir(parents=True, exist_ok=True)
     (paths["cni"] / "net.d").mkdir(exist_ok=True)
     containerd = paths["containerd"] / "config.toml"
+    gvisor = kubebuild.gvisor()
+    runsc_config = paths["containerd"] / "runsc.toml"
+    # Its state under the node's run folder, which the node's cleanup removes.
+    runsc_config.write_text(f'binary_name = "{gvisor.path("runsc")}"\n'
+                            f'root = "{CONTAINERD_RUN / "runsc"}"\n'
+                            f'log_path = "{paths["pod-logs"]}/runsc-%ID%.shim.log"\n')
     containerd.write_text(f"""version = 3
 root = "{paths['containerd'] / 'root'}"
 state = "{CONTAINERD_RUN / 'state'}"
@@ -144,6 +156,14 @@ state = "{CONTAINERD_RUN / 'state'}"
 [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
   BinaryName = "{node.path('runc')}"
   SystemdCgroup = false
+
+# gVisor (localhosts/kubebuild.py `gvisor`): the RuntimeClass `gvisor` names this handler.
+[plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.{GVISOR_HANDLER}]
+  runtime_type = "io.containerd.runsc.v1"
+
+[plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.{GVISOR_HANDLER}.options]
+  TypeUrl = "io.containerd.runsc.v1.options"
+  ConfigPath = "{runsc_config}"
 
 [plugins.'io.containerd.cri.v1.runtime'.cni]
   bin_dirs = ["{node.folder}"]
@@ -197,8 +217,9 @@ state = "{CONTAINERD_RUN / 'state'}"
 
 
 def environment() -> dict[str, str]:
-    """containerd finds its shim on PATH; the kubelet and kube-proxy need iptables and nft."""
-    return dict(os.environ, PATH=f"{kubebuild.node().folder}:{os.environ.get('PATH', '/usr/sbin:/usr/bin')}")
+    """containerd finds its shims on PATH; the kubelet and kube-proxy need iptables and nft."""
+    return dict(os.environ, PATH=f"{kubebuild.node().folder}:{kubebuild.gvisor().folder}:"
+                                 f"{os.environ.get('PATH', '/usr/sbin:/usr/bin')}")
 
 
 def add_node_link() -> None:
@@ -240,11 +261,13 @@ def _pod_pids() -> set[int]:
 
 
 def _shim_pids() -> set[int]:
-    prefix = str(kubebuild.node().folder) + os.sep
+    """The shims' processes, and gVisor's sandboxes (runsc), of any build of them."""
+    builds = kubebuild.node().folder.parent
+    prefixes = (f"{builds}{os.sep}node-", f"{builds}{os.sep}gvisor-")
     pids = set()
     for proc in Path("/proc").iterdir():
         try:
-            if proc.name.isdigit() and os.readlink(proc / "exe").startswith(prefix):
+            if proc.name.isdigit() and os.readlink(proc / "exe").startswith(prefixes):
                 pids.add(int(proc.name))
         except OSError:
             pass

@@ -24,7 +24,8 @@ from pathlib import Path
 import yaml
 
 from components.cache import cache_dir
-from localhosts import kubebuild, llama_source, prometheus_image, seat_image, tiny_model
+from localhosts import (kubebuild, llama_source, node_guard_image, prometheus_image, seat_image,
+                        tiny_model)
 from localhosts.host import HostInfo, start_host, stop_host
 from localhosts.kubecluster import LOCAL_CLUSTER, ClusterInfo, start_cluster, stop_cluster
 from localhosts.wheelhouse import ensure_wheelhouse
@@ -98,15 +99,18 @@ def harness_versions(stack_file: Path = LOCAL_STACK) -> dict[str, str]:
 def start_local_cluster(fresh: bool = False) -> ClusterInfo:
     """The cluster the stack's vLLM fleet names (its kubeconfig is written by the start), once its
     binaries, the kubernetes provider plugin and the images are built (cached: instant when they
-    are), with the serving image, the bundled Prometheus's and the seat image loaded into its
-    node; the seat image's pinned reference goes where the stack's seatImage.file reads it."""
+    are), with the serving image, the bundled Prometheus's, the seat image and the node guard's
+    loaded into its node; the seat and guard images' pinned references go where the stack's
+    seatImage.file and nodeGuard.image.file read them."""
     from localhosts.serving_image.build import ensure_image  # builds llama-server: only here
     kubebuild.ensure_all()
     seats = seat_image.ensure_image(harness_versions())
+    guard = node_guard_image.ensure_image()
     cluster = start_cluster(LOCAL_CLUSTER, images=[ensure_image().archive,
                                                    prometheus_image.ensure_image().archive,
-                                                   seats.archive], fresh=fresh)
-    seat_image.write_ref(seats)
+                                                   seats.archive, guard.archive], fresh=fresh)
+    seats.write_ref(seat_image.REF_NAME)
+    guard.write_ref(node_guard_image.REF_NAME)
     return cluster
 
 

@@ -16,9 +16,6 @@ CLI: `python -m localhosts.prometheus_image` prints the archive, ref and digest.
 from __future__ import annotations
 
 import json
-import re
-import shutil
-import subprocess
 
 from components.vllm_fleet import monitoring
 from localhosts import image_files
@@ -29,37 +26,16 @@ BINARY = monitoring.SERVER
 RECIPE_VERSION = 1  # bump when the recipe changes, so cached layers are rebuilt
 
 
-def host_binary() -> str:
-    found = shutil.which("prometheus")
-    if found is None:
-        raise RuntimeError("prometheus is missing: scripts/setup.sh installs it")
-    return found
-
-
-def version(binary: str) -> str:
-    """The upstream version the binary reports (Debian's `2.42.0+ds` is 2.42.0)."""
-    out = subprocess.run([binary, "--version"], capture_output=True, text=True, check=True)
-    match = re.search(r"version (\d+\.\d+\.\d+)", out.stdout + out.stderr)
-    if match is None:
-        raise RuntimeError(f"{binary} --version: no version in {out.stdout[:200]!r}")
-    return match[1]
-
-
 def image_entries(binary: str) -> Entries:
-    entries: Entries = {}
-    image_files.add_host_file(binary, entries, at=BINARY)
-    image_files.add_libraries([binary, *image_files.add_python(entries)], entries)
-    for folder in (monitoring.CONFIG_DIR, monitoring.RULES_DIR, monitoring.KEY_DIR,
-                   monitoring.TARGETS_DIR):
-        entries[folder] = ("dir", 0o755)
-    entries[monitoring.DATA_DIR] = ("dir", 0o1777)  # an emptyDir is mounted over it
-    image_files.finish(entries)
-    return entries
+    folders = {folder: 0o755 for folder in (monitoring.CONFIG_DIR, monitoring.RULES_DIR,
+                                            monitoring.KEY_DIR, monitoring.TARGETS_DIR)}
+    # An emptyDir is mounted over the data folder.
+    return image_files.program_with_python(binary, BINARY, {**folders, monitoring.DATA_DIR: 0o1777})
 
 
 def ensure_image() -> Image:
-    binary = host_binary()
-    tag = version(binary)
+    binary = image_files.host_binary("prometheus")
+    tag = image_files.reported_version(binary)
     entries = image_entries(binary)
     key = image_files.content_key(entries, RECIPE_VERSION)
     return image_files.cached_image(

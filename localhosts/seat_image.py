@@ -24,12 +24,12 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from components.cache import cache_dir
 from localhosts import harness_install, image_files
 from localhosts.image_files import Entries, Image
 from spear.harness import DEFAULT_VERSIONS, HARNESSES, OPENHANDS
 
 REPOSITORY = "localhost/spear-fleet/seat"
+REF_NAME = "local-seat"  # the local stack's seatImage.file: $SPEAR_CACHE/images/local-seat.ref
 HARNESS_ROOT = "/opt/harnesses"
 PYTHON = "python3.12"  # OpenHands' own requirement (localhosts/harness_install.py)
 PYTHON_ROOT = f"/opt/{PYTHON}"
@@ -150,22 +150,8 @@ def ensure_image(versions: Mapping[str, str] = DEFAULT_VERSIONS) -> Image:
         history=f"localhosts/seat_image.py r{RECIPE_VERSION}")
 
 
-def pinned_ref(image: Image) -> str:
-    """The reference a seat runs: the tag and the digest (seatImage must carry the digest)."""
-    return f"{image.ref}@{image.digest}"
-
-
-def write_ref(image: Image) -> Path:
-    """Where the local stack's seatImage.file reads the image this machine built and loaded (its
-    digest is this machine's: no stack file can hold it)."""
-    path = cache_dir() / "images" / "local-seat.ref"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(pinned_ref(image) + "\n")
-    return path
-
-
 if __name__ == "__main__":
     given = dict(arg.split("=", 1) for arg in sys.argv[1:])
     image = ensure_image({**DEFAULT_VERSIONS, **given})
     print(json.dumps({"archive": str(image.archive), "refs": image.refs, "digest": image.digest,
-                      "pinned": pinned_ref(image)}, indent=2))
+                      "pinned": image.pinned}, indent=2))

@@ -48,6 +48,8 @@ def labelled_name(kind: str, inputs: Mapping[str, Any]) -> str | None:
         return f"Prometheus {kind.rsplit(':', 1)[-1]} {inputs['metadata'].get('name', '')}".rstrip()
     if found.get(GATEWAY_APP_LABEL, "").startswith(GATEWAY_APP) and kind in GATEWAY_PART_NAMES:
         return f"{GATEWAY_PART_NAMES[kind]} {inputs['metadata'].get('name', '')}".rstrip()
+    if found.get("app.kubernetes.io/name") == seats.NODE_GUARD_APP:
+        return f"node guard {kind.rsplit(':', 1)[-1]}"
     seat = found.get(seats.SEAT)
     if seat and seat.startswith(seats.DIALECT_CHECK_PREFIX) and kind in SEAT_PART_NAMES:
         return f"{found.get(seats.HARNESS)} dialect check {SEAT_PART_NAMES[kind]}"
@@ -185,4 +187,10 @@ KINDS = (
             _deployment_update, details=_deployment_details),
     Kind.of(tokens.K8S_JOB, "Job", CONFIG_ONLY, details=_job_details),
     Kind.of(tokens.K8S_NETWORK_POLICY, "NetworkPolicy", CONFIG_ONLY),
+    # The node guard's (components/agent_seats/node_guard.py): its program and settings change
+    # with its ConfigMap, which restarts the DaemonSet's pods; the table stays on the node.
+    Kind.of(tokens.K8S_DAEMON_SET, "DaemonSet", ROLLING_UPDATE),
+    Kind.of(tokens.K8S_SERVICE_ACCOUNT, "ServiceAccount", CONFIG_ONLY),
+    Kind.of(tokens.K8S_ROLE, "Role", CONFIG_ONLY),
+    Kind.of(tokens.K8S_ROLE_BINDING, "RoleBinding", CONFIG_ONLY),
 )

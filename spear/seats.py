@@ -39,6 +39,14 @@ WIRING_SHA256 = "spear-fleet/wiring-sha256"  # the wiring files: a change restar
 # gateway, a Job per seated harness, run again at each bump; its objects are `seat-dialect-<harness>`.
 DIALECT_CHECK = "spear-fleet/dialect-check"  # its label: the harness it checks
 DIALECT_CHECK_PREFIX = "dialect-"
+# The node guard's annotation on a seat's pod: the addresses its node's guard filters
+# (components/agent_seats/node_guard.py), which the pod waits for before its harness starts.
+NODE_GUARD = "spear-fleet/node-guard"
+NODE_GUARD_APP = "node-guard"  # its objects' app.kubernetes.io/name (and their name)
+NODE_GUARD_TABLE = "spear-seat-guard"  # its nftables table (family inet) on each node
+# The agent namespace's label naming the RuntimeClass its workloads must run with
+# (agentSandbox.runtimeClass), which the policy pack reads back.
+RUNTIME_CLASS = "spear-fleet/runtime-class"
 
 IMAGE_DIGEST_TEXT = "an image pinned by digest, repository[:tag]@sha256:<64 lowercase hex>"
 # Where the workspace may come from: a volume of the pod's own or a claim (a disposable or a
@@ -167,12 +175,17 @@ def _container_problems(container: Mapping[str, Any], pod_context: Mapping[str, 
     return problems
 
 
-def seat_problems(pod_spec: object) -> list[str]:
-    """Every item of the seat's minimum sandbox the pod spec misses; [] when it has them all."""
+def seat_problems(pod_spec: object, runtime_class: str | None = None) -> list[str]:
+    """Every item of the seat's minimum sandbox the pod spec misses; [] when it has them all.
+    `runtime_class`: the sandbox runtime the namespace requires (agentSandbox.runtimeClass)."""
     spec = _mapping(pod_spec)
     if not spec:
         return ["no pod spec"]
     problems = []
+    if runtime_class is not None and spec.get("runtimeClassName") != runtime_class:
+        problems.append(f"runtimeClassName is {spec.get('runtimeClassName')!r}, not"
+                        f" {runtime_class!r}: the namespace's sandbox runtime (a second boundary"
+                        " between the harness and the node's kernel)")
     if spec.get("automountServiceAccountToken") is not False:
         problems.append("automountServiceAccountToken is not false: the pod would hold a service"
                         " account token, a credential besides the key")

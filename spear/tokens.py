@@ -96,3 +96,7 @@ K8S_CRON_JOB = KubernetesType("kubernetes:batch/v1:CronJob")
 K8S_WORKLOADS = (K8S_DEPLOYMENT, K8S_POD, K8S_STATEFUL_SET, K8S_DAEMON_SET, K8S_REPLICA_SET,
                  K8S_JOB, K8S_CRON_JOB)
 K8S_NETWORK_POLICY = KubernetesType("kubernetes:networking.k8s.io/v1:NetworkPolicy")
+# The node guard's account and its right to read and annotate the seats' pods.
+K8S_SERVICE_ACCOUNT = KubernetesType("kubernetes:core/v1:ServiceAccount")
+K8S_ROLE = KubernetesType("kubernetes:rbac.authorization.k8s.io/v1:Role")
+K8S_ROLE_BINDING = KubernetesType("kubernetes:rbac.authorization.k8s.io/v1:RoleBinding")

@@ -44,6 +44,11 @@ class AgentSeatsArgs:
     after: list[pulumi.Resource] = field(default_factory=list)  # the agent namespace, its policies
 
 
+_GUARD_KINDS = {"Namespace": k8s.core.v1.Namespace, "ServiceAccount": k8s.core.v1.ServiceAccount,
+                "Role": k8s.rbac.v1.Role, "RoleBinding": k8s.rbac.v1.RoleBinding,
+                "ConfigMap": k8s.core.v1.ConfigMap, "DaemonSet": k8s.apps.v1.DaemonSet}
+
+
 class AgentSeats(pulumi.ComponentResource):
     def __init__(self, name: str, args: AgentSeatsArgs,
                  opts: pulumi.ResourceOptions | None = None) -> None:
@@ -56,6 +61,16 @@ class AgentSeats(pulumi.ComponentResource):
         self.deployments: dict[str, k8s.apps.v1.Deployment] = {}
         self.outputs: dict[str, Any] = {}
         self.checks: dict[str, k8s.batch.v1.Job] = {}
+        # The node guard first: every seat's pod waits for it (manifests.GUARDED_SCRIPT).
+        self.guard: list[pulumi.Resource] = []
+        for kind, obj in manifests.guard_objects(sandbox, args.trust):
+            if "roleRef" in obj:  # the SDK's one argument not named as in the API
+                obj = {**obj, "role_ref": obj["roleRef"]}
+                del obj["roleRef"]
+            self.guard.append(_GUARD_KINDS[kind](
+                f"{name}-{manifests.GUARD}-{kind.lower()}", **obj,
+                opts=pulumi.ResourceOptions.merge(on_cluster, pulumi.ResourceOptions(
+                    depends_on=list(self.guard)))))
         self.ca = k8s.core.v1.ConfigMap(f"{name}-gateway-ca",
                                         **manifests.ca_config_map(sandbox, args.trust),
                                         opts=on_cluster)
@@ -69,7 +84,8 @@ class AgentSeats(pulumi.ComponentResource):
                 f"{name}-{check.name}", **manifests.dialect_check_job(sandbox, check, entry,
                                                                       args.trust),
                 opts=pulumi.ResourceOptions.merge(on_cluster, pulumi.ResourceOptions(
-                    depends_on=[*inputs, self.ca], delete_before_replace=True)))
+                    depends_on=[*inputs, self.ca, *self.guard[-1:]],
+                    delete_before_replace=True)))
         for seat in sandbox.seats.values():
             entry = manifests.wiring(seat, args.gateway_url, args.harnesses.versions,
                                      args.harnesses.window)

@@ -18,17 +18,20 @@ literal.
 from __future__ import annotations
 
 import hashlib
+import json
 import posixpath
 import shlex
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from config.types import AgentSandbox, Gateway, Seat
+from config.types import AgentSandbox, Gateway, NodeGuard, Seat
+from components.agent_seats import node_guard
 from spear import harness
 from spear.rules import CODER_MODEL
 from spear.seats import (DEVELOPER, DIALECT_CHECK, DIALECT_CHECK_PREFIX, HARNESS, HARNESS_VERSION,
-                         HOME, KEY_ROTATION, SEAT, SEAT_USER, TMP, WIRING_SHA256, WORKSPACE,
-                         WORKSPACE_VOLUME)
+                         HOME, KEY_ROTATION, NODE_GUARD, NODE_GUARD_APP, SEAT, SEAT_USER, TMP, WIRING_SHA256,
+                         WORKSPACE, WORKSPACE_VOLUME)
 
 KEY_PLACEHOLDER = "<the developer's virtual key>"  # rendered in the key's place, then taken out
 KEY_FIELD = "key"  # the Secret's one entry
@@ -59,6 +62,24 @@ CA_KEY = "gateway-ca.pem"
 CA_FILE = f"/etc/spear-fleet/{CA_KEY}"
 CA_VOLUME = "gateway-ca"
 CA_SHA256 = "spear-fleet/gateway-ca-sha256"
+
+
+# The node guard (node_guard.py): its objects, and what a seat reads to know it is guarded.
+GUARD = NODE_GUARD_APP
+GUARD_FILES = "/etc/spear-fleet/node-guard"
+GUARD_PROGRAM, GUARD_CONFIG = "node_guard.py", "config.json"
+GUARD_INTERVAL_SECONDS = 1
+GUARD_CONFIG_SHA256 = "spear-fleet/node-guard-config-sha256"
+POD_INFO = "/etc/spear-fleet/pod"  # the seat's downward API: its annotations
+POD_INFO_VOLUME = "pod-info"
+GUARDED_CONTAINER = "guarded"
+# The first init container of every seat's pod: it waits until its node's guard has the pod's
+# addresses in its table, which the guard says on the pod (NODE_GUARD). The kubelet refreshes the
+# downward API file when the annotation changes.
+GUARDED_SCRIPT = (
+    'n=0; until grep -qxF "{annotation}=\\"$POD_IPS\\"" {pod_info}/annotations; do'
+    ' [ $((n % 30)) -eq 0 ] && echo "waiting for the node guard to filter $POD_IPS";'
+    ' n=$((n + 1)); sleep 1; done')
 
 
 @dataclass(frozen=True)
@@ -200,6 +221,9 @@ def deployment(sandbox: AgentSandbox, seat: Seat, entry: dict[str, Any], trust: 
                        "readOnly": True})
         volumes.append({"name": WIRING_VOLUME, "configMap": {"name": wiring_name(seat),
                                                              "defaultMode": 0o444}})
+    if sandbox.node_guard is not None:
+        volumes.append({"name": POD_INFO_VOLUME, "downwardAPI": {"items": [
+            {"path": "annotations", "fieldRef": {"fieldPath": "metadata.annotations"}}]}})
     annotations = {HARNESS_VERSION: entry["version"], KEY_ROTATION: str(key_rotation),
                    WIRING_SHA256: hashlib.sha256((file["content"] if file else "").encode()).hexdigest(),
                    CA_SHA256: hashlib.sha256(trust.root_pem.encode()).hexdigest()}
@@ -218,6 +242,7 @@ def deployment(sandbox: AgentSandbox, seat: Seat, entry: dict[str, Any], trust: 
                 # ConfigMap's update, and an environment variable is read at start).
                 "metadata": {"labels": pod_labels, "annotations": annotations},
                 "spec": {
+                    **({"runtimeClassName": sandbox.runtime_class} if sandbox.runtime_class else {}),
                     "automountServiceAccountToken": False,
                     "enableServiceLinks": False,
                     "hostNetwork": False, "hostPID": False, "hostIPC": False,
@@ -226,7 +251,7 @@ def deployment(sandbox: AgentSandbox, seat: Seat, entry: dict[str, Any], trust: 
                     "securityContext": {"runAsUser": SEAT_USER, "runAsGroup": SEAT_USER,
                                         "runAsNonRoot": True, "fsGroup": SEAT_USER,
                                         "seccompProfile": {"type": "RuntimeDefault"}},
-                    "initContainers": [{
+                    "initContainers": [*_guarded(sandbox), {
                         "name": "home",
                         "image": sandbox.seat_image,
                         "command": ["mkdir", "-p", *folders],
@@ -247,6 +272,92 @@ def deployment(sandbox: AgentSandbox, seat: Seat, entry: dict[str, Any], trust: 
             },
         },
     }
+
+
+def _guarded(sandbox: AgentSandbox) -> list[dict[str, Any]]:
+    """The init container that holds the seat until its node's guard filters it (none without
+    a guard: the config check requires one with seats)."""
+    if sandbox.node_guard is None:
+        return []
+    return [{"name": GUARDED_CONTAINER, "image": sandbox.seat_image,
+             "command": ["sh", "-c", GUARDED_SCRIPT.format(annotation=NODE_GUARD, pod_info=POD_INFO)],
+             "env": [{"name": "POD_IPS", "valueFrom": {"fieldRef": {"fieldPath": "status.podIPs"}}}],
+             "securityContext": container_security(),
+             "volumeMounts": [{"name": POD_INFO_VOLUME, "mountPath": POD_INFO, "readOnly": True}]}]
+
+
+def guard_namespace(sandbox: AgentSandbox) -> str:
+    """Its own namespace: no NetworkPolicy there may select it (on the node's network, a policy
+    that did would put the node's address among the pods' the enforcer judges)."""
+    return f"{sandbox.namespace}-{GUARD}"
+
+
+def _guard_labels() -> dict[str, str]:
+    return {"app.kubernetes.io/name": GUARD, "app.kubernetes.io/part-of": "spear-fleet"}
+
+
+def guard_config(sandbox: AgentSandbox, trust: GatewayTrust) -> dict[str, Any]:
+    """What node_guard.py reads: the seats' namespace and where they may go (the gateway at the
+    address its TLS name resolves to in a seat, and each mirror)."""
+    assert sandbox.node_guard is not None and sandbox.gateway is not None
+    allow = [{"cidr": f"{trust.address}/32", "ports": list(sandbox.gateway.ports)},
+             *({"cidr": mirror.cidr, "ports": list(mirror.ports)} for mirror in sandbox.mirrors)]
+    return {"namespace": sandbox.namespace, "allow": allow, "interval": GUARD_INTERVAL_SECONDS,
+            "api_server": sandbox.node_guard.api_server}
+
+
+def guard_objects(sandbox: AgentSandbox, trust: GatewayTrust) -> list[tuple[str, dict[str, Any]]]:
+    """(kind, object) of the guard's namespace, account, its right to list and annotate the seats'
+    pods, its program and settings, then its DaemonSet, in creation order."""
+    guard: NodeGuard | None = sandbox.node_guard
+    assert guard is not None
+    namespace, labels = guard_namespace(sandbox), _guard_labels()
+    files = {GUARD_PROGRAM: Path(node_guard.__file__).read_text(),
+             GUARD_CONFIG: json.dumps(guard_config(sandbox, trust), indent=2, sort_keys=True)}
+    digest = hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()
+    meta = {"name": GUARD, "namespace": namespace, "labels": labels}
+    return [
+        ("Namespace", {"metadata": {"name": namespace, "labels": labels}}),
+        ("ServiceAccount", {"metadata": meta}),
+        ("Role", {"metadata": {**meta, "namespace": sandbox.namespace},
+                  "rules": [{"apiGroups": [""], "resources": ["pods"],
+                             "verbs": ["list", "patch"]}]}),
+        ("RoleBinding", {"metadata": {**meta, "namespace": sandbox.namespace},
+                         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                                     "name": GUARD},
+                         "subjects": [{"kind": "ServiceAccount", "name": GUARD,
+                                       "namespace": namespace}]}),
+        ("ConfigMap", {"metadata": meta, "data": files}),
+        ("DaemonSet", {"metadata": meta, "spec": {
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels, "annotations": {GUARD_CONFIG_SHA256: digest}},
+                "spec": {
+                    "serviceAccountName": GUARD, "hostNetwork": True,
+                    "dnsPolicy": "ClusterFirstWithHostNet",
+                    "tolerations": [{"operator": "Exists"}],  # every node seats may run on
+                    # Time to see the node's seats gone before it removes its table.
+                    "terminationGracePeriodSeconds": node_guard.LEAVE_SECONDS + 10,
+                    "containers": [{
+                        "name": GUARD, "image": guard.image,
+                        "command": ["python3", f"{GUARD_FILES}/{GUARD_PROGRAM}",
+                                    f"{GUARD_FILES}/{GUARD_CONFIG}"],
+                        "env": [{"name": "NODE_NAME",
+                                 "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+                                {"name": "PYTHONDONTWRITEBYTECODE", "value": "1"}],
+                        # Root with NET_ADMIN alone: it writes the node's nftables, nothing else.
+                        "securityContext": {"runAsUser": 0, "allowPrivilegeEscalation": False,
+                                            "readOnlyRootFilesystem": True,
+                                            "capabilities": {"drop": ["ALL"], "add": ["NET_ADMIN"]}},
+                        # Ready once its table is on the node: the seats wait for the DaemonSet.
+                        "readinessProbe": {"exec": {"command": ["nft", "list", "table", "inet",
+                                                                node_guard.TABLE]},
+                                           "periodSeconds": 2},
+                        "resources": {"requests": {"cpu": "10m", "memory": "30Mi"}},
+                        "volumeMounts": [{"name": "files", "mountPath": GUARD_FILES,
+                                          "readOnly": True}]}],
+                    "volumes": [{"name": "files", "configMap": {"name": GUARD}}]}}}}),
+    ]
 
 
 def dialect_check(sandbox: AgentSandbox, harness_name: str) -> Seat:

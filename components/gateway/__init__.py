@@ -259,6 +259,7 @@ class GatewayArgs:
     # gateway.listen.tls's certificate bundle and key (secrets); None without it.
     tls_certificate: pulumi.Input[str] | None = None
     tls_key: pulumi.Input[str] | None = None
+    backup_key: pulumi.Input[str] | None = None  # gatewayBackupKey, secret: with a backup
 
 
 class Gateway(pulumi.ComponentResource):
@@ -284,11 +285,12 @@ class Gateway(pulumi.ComponentResource):
         self.database = LocalDatabase(f"{name}-postgresql", LocalDatabaseArgs(
             connection=connection, runtime_dir=runtime, port=cfg.database.port,
             restore_from=posixpath.join(backup.folder, cfg.database.restore_from)
-            if backup and cfg.database.restore_from else None),
+            if backup and cfg.database.restore_from else None,
+            restore_key=args.backup_key if backup and cfg.database.restore_from else None),
             child) if local_db else None
         self.backup = DatabaseBackup(f"{name}-backup", DatabaseBackupArgs(
             connection=connection, runtime_dir=runtime, on_calendar=backup.on_calendar,
-            folder=backup.folder, units=render_backup_units(
+            folder=backup.folder, key=args.backup_key, units=render_backup_units(
                 backup, runtime, cfg.database.port, f"postgresql@{PG_VERSION}-{CLUSTER}.service")),
             pulumi.ResourceOptions(parent=self, depends_on=[self.database])
         ) if self.database and backup else None

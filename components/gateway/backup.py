@@ -1,8 +1,9 @@
 """Backups of the gateway's local PostgreSQL, the ledger budgets are enforced from.
 
 `DatabaseBackup` installs spear-gateway-backup.timer on the gateway host: at each
-`gateway.database.backup.onCalendar` it runs hosts/gateway/backup-database.sh, a pg_dump into
-`backup.folder` keeping the newest `backup.keep` dumps. The folder must outlive the host (a
+`gateway.database.backup.onCalendar` it runs hosts/gateway/backup-database.sh, a pg_dump
+encrypted with the stack's `gatewayBackupKey` (openssl, AES-256 with a PBKDF2-derived key: no
+dump is ever plain on disk) into `backup.folder`, keeping the newest `backup.keep` dumps. The folder must outlive the host (a
 mounted volume; the local stack binds one of this machine's folders): a dump on the lost disk
 restores nothing. The first `up` takes a dump at once, so a backup exists from the start.
 
@@ -33,6 +34,15 @@ SCRIPT = HOSTS_DIR / "backup-database.sh"
 DUMP_NAME = f"^{BACKUP_DUMP.pattern}$"  # backup-database.sh's names, for grep -E
 
 
+# The dumps' cipher, as backup-database.sh runs it and a restore reverses it.
+CIPHER = ("-aes-256-cbc", "-pbkdf2", "-iter", "200000")
+
+
+def key_file(runtime_dir: str) -> str:
+    """Where the host keeps the passphrase the dumps are encrypted with (root's, 0600)."""
+    return posixpath.join(runtime_dir, "config", "backup.key")
+
+
 def render_units(plan: DatabaseBackupPlan, runtime_dir: str, port: int, cluster_unit: str
                  ) -> dict[str, str]:
     """The service (one dump) and the timer that starts it, by file name."""
@@ -40,10 +50,13 @@ def render_units(plan: DatabaseBackupPlan, runtime_dir: str, port: int, cluster_
 Description=spear-fleet: one backup of the gateway database
 Requires={cluster_unit}
 After={cluster_unit}
+# A dump taken by hand right after others is never refused by systemd's start limit.
+StartLimitIntervalSec=0
 
 [Service]
 Type=oneshot
 Environment=SPEAR_BACKUP_FOLDER={plan.folder} SPEAR_BACKUP_PORT={port} SPEAR_BACKUP_KEEP={plan.keep}
+Environment=SPEAR_BACKUP_KEY_FILE={key_file(runtime_dir)}
 ExecStart={posixpath.join(runtime_dir, "bin", SCRIPT.name)}
 """
     # Persistent: a run missed while the host was down happens at its next boot.
@@ -67,10 +80,11 @@ class DatabaseBackupArgs:
     units: dict[str, str]  # render_units'
     on_calendar: str
     folder: str
+    key: pulumi.Input[str]  # gatewayBackupKey (secret)
 
 
 class DatabaseBackupProvider(HostProvider):
-    update_fields = ("units", "script", "on_calendar", "folder", "runtime_dir")
+    update_fields = ("units", "script", "on_calendar", "folder", "runtime_dir", "key")
 
     def resource_id(self, props: dict[str, Any]) -> str:
         return f"{props['connection']['host']}:{UNIT}.timer"
@@ -84,6 +98,7 @@ class DatabaseBackupProvider(HostProvider):
                 raise RemoteError(f"gateway.database.backup.onCalendar: systemd on the gateway host"
                                  f" refuses {props['on_calendar']!r}: {checked.stderr.strip()}")
             host.write(posixpath.join(props["runtime_dir"], "bin", SCRIPT.name), props["script"], 0o755)
+            host.write(key_file(props["runtime_dir"]), props["key"], 0o600)
             for name, text in props["units"].items():
                 host.write(f"{SYSTEM_UNIT_DIR}/{name}", text)
             host.run(f"systemctl daemon-reload && systemctl enable --quiet --now {UNIT}.timer")
@@ -113,8 +128,10 @@ class DatabaseBackupProvider(HostProvider):
 
 
 KIND = Kind.of(tokens.GATEWAY_BACKUP, "gateway database backups", IN_PLACE, meanings={
-    IN_PLACE: "rewrites the backup timer and script; the dumps are kept",
-    CREATE: "a timer that dumps the database into the backup folder; one dump is taken at once",
+    IN_PLACE: "rewrites the backup timer, script or key; the dumps are kept (each stays under the"
+              " key it was written with)",
+    CREATE: "a timer that dumps the database, encrypted, into the backup folder; one dump is"
+            " taken at once",
     DELETE: "the timer is removed; the dumps stay in the folder",
 })
 
@@ -130,5 +147,6 @@ class DatabaseBackup(HostResource, module=tokens.DYNAMIC_MODULE, name=tokens.GAT
             "units": args.units,
             "on_calendar": args.on_calendar,
             "folder": args.folder,
-            "script": SCRIPT.read_text(),
-        }, opts, outputs=("first_dump", "dumps"))
+            "script": SCRIPT.read_text().replace("@CIPHER@", " ".join(CIPHER)),
+            "key": args.key,
+        }, opts, outputs=("first_dump", "dumps"), secret_inputs=("key",))

@@ -20,6 +20,7 @@ from typing import Any
 import pulumi
 from pulumi.dynamic import ReadResult
 
+from components.gateway.backup import CIPHER, key_file
 from components.gateway.render import HOSTS_DIR
 from components.hostops.host_resource import HostProvider, HostResource
 from components.hostops.ssh import RemoteError, Session
@@ -39,6 +40,7 @@ class LocalDatabaseArgs:
     runtime_dir: str
     port: int
     restore_from: str | None = None  # a dump's path, loaded only into a database made anew
+    restore_key: pulumi.Input[str] | None = None  # gatewayBackupKey (secret), which decrypts it
 
 
 class LocalDatabaseProvider(HostProvider):
@@ -103,7 +105,7 @@ if [ "$encoding" != UTF8 ]; then
        "{PG_VERSION} {CLUSTER} and run up again" >&2
   exit 1
 fi
-{_restore(props.get("restore_from"), port)}
+{_restore(props.get("restore_from"), port, key_file(props["runtime_dir"]))}
 # Which records these are: the cluster's id when they were first made (a new cluster is new
 # records: new keys); a restored dump brings its own back, and with it the keys it holds.
 runuser -u postgres -- psql -q -p {port} -d {DATABASE} -v ON_ERROR_STOP=1 <<'SQL'
@@ -117,6 +119,8 @@ runuser -u postgres -- psql -p {port} -Atc 'SELECT system_identifier FROM pg_con
 runuser -u postgres -- psql -p {port} -d {DATABASE} -Atc 'SELECT id FROM spear_records'
 """
         with Session(props["connection"]) as host:
+            if props.get("restore_from"):
+                host.write(key_file(props["runtime_dir"]), props["restore_key"], 0o600)
             *_, restored, system_id, records_id = host.run(script).stdout.split()
         return {**props, "cluster": f"{PG_VERSION}/{CLUSTER}", "database": DATABASE,
                 "env_file": env_file, "system_id": system_id, "records_id": records_id,
@@ -141,19 +145,25 @@ runuser -u postgres -- psql -p {port} -d {DATABASE} -Atc 'SELECT id FROM spear_r
                      " 2>/dev/null; true")
 
 
-def _restore(dump: str | None, port: int) -> str:
+def _restore(dump: str | None, port: int, key: str) -> str:
     """The script's part that loads `dump` into the database if it holds no table yet (a
-    database made anew); pg_restore reads it on stdin, since the dump is root's (0600)."""
+    database made anew): decrypted with the key file (backup.py's cipher) into pg_restore's
+    stdin, since the dump is root's (0600); a wrong key fails the restore, naming it."""
     if not dump:
         return "restored="
-    q = shlex.quote(dump)
+    q, k = shlex.quote(dump), shlex.quote(key)
     return f"""restored=
 tables=$(runuser -u postgres -- psql -p {port} -d {DATABASE} -Atc \
   "SELECT count(*) FROM pg_tables WHERE schemaname = 'public'")
 if [ "$tables" = 0 ]; then
   [ -f {q} ] || {{ echo "gateway.database.restoreFrom: there is no {q} on the gateway host" >&2; exit 1; }}
-  runuser -u postgres -- pg_restore -p {port} -d {DATABASE} --no-owner --role={ROLE} \
-    --exit-on-error < {q}
+  status=$(mktemp)
+  {{ openssl enc -d {" ".join(CIPHER)} -pass file:{k} < {q}; echo $? > "$status"; }} \
+    | runuser -u postgres -- pg_restore -p {port} -d {DATABASE} --no-owner --role={ROLE} \
+      --exit-on-error
+  decrypted=$(cat "$status"); rm -f "$status"
+  [ "$decrypted" = 0 ] || {{ echo "gateway.database.restoreFrom: {q} does not decrypt with" \
+    "gatewayBackupKey" >&2; exit 1; }}
   restored={q}
 fi"""
 
@@ -180,7 +190,9 @@ class LocalDatabase(HostResource, module=tokens.DYNAMIC_MODULE,
             "runtime_dir": args.runtime_dir,
             "port": args.port,
             "restore_from": args.restore_from,
-        }, opts, outputs=("cluster", "database", "env_file", "system_id", "records_id", "restored"))
+            "restore_key": args.restore_key,
+        }, opts, outputs=("cluster", "database", "env_file", "system_id", "records_id", "restored"),
+            secret_inputs=("restore_key",))
 
 
 @dataclass

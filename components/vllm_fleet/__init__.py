@@ -113,7 +113,11 @@ class VllmFleet(pulumi.ComponentResource):
         self.dashboard = k8s.core.v1.ConfigMap(
             f"{name}-dashboard", **dashboard.config_map(cfg.namespace, cfg.vllm.served_model_name),
             opts=after(self.namespace))
-        pod_inputs = (self.api_key, self.model_cache)
+        # Before any vLLM pod serves: only the gateway and the scraper reach them.
+        self.ingress = k8s.networking.v1.NetworkPolicy(f"{name}-ingress",
+                                                       **manifests.fleet_ingress(cfg),
+                                                       opts=after(self.namespace))
+        pod_inputs = (self.api_key, self.model_cache, self.ingress)
         self.stable = k8s.apps.v1.Deployment(
             f"{name}-{STABLE}",
             **manifests.deployment(cfg, STABLE, cfg.stable, cfg.replicas),

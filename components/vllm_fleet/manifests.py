@@ -16,6 +16,7 @@ from typing import Any
 from config.types import AgentSandbox, EgressTarget, ServingPair, VllmFleet
 from spear import vllm
 from spear.rules import PRIORITY_CLASSES, pods_peer
+from spear.seats import RUNTIME_CLASS
 from spear.fleet import (AGENT_SANDBOX, ALERTS, APP, CACHE_SALT, CANARY_JSON, ENGINE_VERSION,
                          GATE_POLICY_JSON, GATE_TASKS_GZ, PART, PREVIOUS_JSON, PRIORITIES,
                          RECORDS_JSON, REVISION, ROLE, ROLLOUT, STABLE, STABLE_JSON, TENANCY, TRACK,
@@ -207,6 +208,29 @@ def alert_rules(fleet: VllmFleet, text: str, file_name: str) -> dict[str, Any]:
             "data": {file_name: text}}
 
 
+FLEET_INGRESS = f"{APP}-ingress"
+# An Operator's Prometheus pods, in whatever namespace it runs (the Operator labels them so).
+OPERATOR_PROMETHEUS = {"app.kubernetes.io/name": "prometheus"}
+
+
+def fleet_ingress(fleet: VllmFleet) -> dict[str, Any]:
+    """Every track's pods (the canary's too) take connections on vLLM's port only from the
+    in-cluster gateway's pods, an Operator's Prometheus and the addresses `ingressFrom` names (a
+    gateway host, a Prometheus on the node's network): no key reaches a track but through the
+    gateway, whose rings decide who reaches the canary."""
+    peers: list[dict[str, Any]] = []
+    if fleet.gateway_pods is not None:
+        peers.append(pods_peer(fleet.gateway_pods[0], dict(fleet.gateway_pods[1])))
+    if fleet.prometheus.mode == "operator":
+        peers.append({"namespaceSelector": {}, "podSelector": {"matchLabels": OPERATOR_PROMETHEUS}})
+    peers += [{"ipBlock": {"cidr": cidr}} for cidr in fleet.ingress_from]
+    return {"metadata": {"name": FLEET_INGRESS, "namespace": fleet.namespace},
+            "spec": {"podSelector": {"matchLabels": {"app": APP}}, "policyTypes": ["Ingress"],
+                     "ingress": [{"from": peers, "ports": [{"protocol": "TCP",
+                                                            "port": fleet.vllm.port}]}]
+                     if peers else []}}
+
+
 # ---------------------------------------------------------------------------------------------
 # The agent sandbox (seed 001 step 7): default-deny egress, then exactly the gateway and the
 # package mirrors (no DNS: spear/rules.py says why).
@@ -216,7 +240,8 @@ ALLOW_EGRESS = "allow-egress"
 
 
 def sandbox_namespace(sandbox: AgentSandbox) -> dict[str, Any]:
-    return {"metadata": {"name": sandbox.namespace, "labels": {ROLE: AGENT_SANDBOX}}}
+    runtime = {RUNTIME_CLASS: sandbox.runtime_class} if sandbox.runtime_class else {}
+    return {"metadata": {"name": sandbox.namespace, "labels": {ROLE: AGENT_SANDBOX, **runtime}}}
 
 
 def deny_egress(sandbox: AgentSandbox) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from typing import Any
 from config.checker import MISSING, Checker, get, map_names
 from config.schema import backends, developers, gateway, harnesses, hosts, reds, runpod, vllm_fleet
 from config.types import (API_KEY_NAMES, GATEWAY_MASTER_KEY, VLLM_API_KEY, AgentSandbox, EgressTarget,
-                          FleetConfig, Gateway)
+                          FleetConfig, Gateway, VllmFleet)
 from spear import receipts
 from spear.fleet import CANARY, STABLE
 from spear.rules import FLEET_UPSTREAM, GATEWAY_POD_LABELS, GENERAL_RING, PILOT_RING, STABLE_RING
@@ -75,6 +75,8 @@ def parse(raw: Mapping[str, Any], deployed_rollout: Any = None) -> FleetConfig:
         check.report("vllmFleet.serviceIPs", "nothing", "each track's Service IP (stable, and canary"
                      " with a canary), required while gateway.coder.upstreams names vllmFleet:"
                      " the gateway's routes to the fleet are then known at preview")
+    if fleet:
+        fleet = _fleet_ingress(check, the_gateway, fleet)
     if fleet and fleet.agent_sandbox:
         fleet = dataclasses.replace(fleet, agent_sandbox=dataclasses.replace(
             fleet.agent_sandbox, gateway=_sandbox_gateway(check, the_gateway, fleet.agent_sandbox)))
@@ -117,6 +119,25 @@ def _sandbox_gateway(check: Checker, the_gateway: Gateway | None,
                      " seat resolves the gateway's TLS name to that address")
     return EgressTarget("gateway", None, (the_gateway.port,),
                         pods=(cluster.namespace, tuple(sorted(GATEWAY_POD_LABELS.items()))))
+
+
+def _fleet_ingress(check: Checker, the_gateway: Gateway | None, fleet: VllmFleet) -> VllmFleet:
+    """Who reaches the vLLM pods (their ingress NetworkPolicy): the in-cluster gateway's pods,
+    taken from `gateway`; what runs outside the pods (a gateway host routing to the fleet, the
+    bundled Prometheus on the node's network) only by an address `ingressFrom` names."""
+    outside = []
+    if the_gateway and the_gateway.kubernetes is None and FLEET_UPSTREAM in the_gateway.upstreams:
+        outside.append("the gateway host (gateway.coder.upstreams names vllmFleet)")
+    if fleet.prometheus.mode == "bundled":
+        outside.append("the bundled Prometheus, on the node's network")
+    if outside and not fleet.ingress_from:
+        check.report("vllmFleet.ingressFrom", "nothing", "the addresses the vLLM pods see "
+                     + " and ".join(outside) + " connect from, as one host or one subnet each:"
+                     " only the gateway and the scraper reach the fleet (its ingress"
+                     " NetworkPolicy), and an address not named is refused")
+    cluster = the_gateway.kubernetes if the_gateway else None
+    return dataclasses.replace(fleet, gateway_pods=None if cluster is None else (
+        cluster.namespace, tuple(sorted(GATEWAY_POD_LABELS.items()))))
 
 
 def _check_gate_keys(check: Checker, keys: Mapping[str, str], people: Mapping[str, Any]) -> None:

@@ -17,7 +17,7 @@ from config.checker import (API_URL_TEXT, DNS_LABEL, DNS_LABEL_TEXT, MISSING, NA
                             Checker, absolute_dir, api_url, get, ip_address, show)
 from config.schema.common import api_key, ssh_key_entry, ssh_target
 from config.types import (DATABASE_LOCATIONS, EXTERNAL_DATABASE, FRONTIER_API_KEY,
-                          GATEWAY_DATABASE_URL, GATEWAY_MASTER_KEY, GATEWAY_TLS_CERTIFICATE,
+                          GATEWAY_BACKUP_KEY, GATEWAY_DATABASE_URL, GATEWAY_MASTER_KEY, GATEWAY_TLS_CERTIFICATE,
                           GATEWAY_TLS_KEY, LOCAL_DATABASE, OFFLINE_ENGINE, QUERY_ENGINES, ApiKey,
                           Gateway, GatewayCluster, GatewayTls, DatabaseBackupPlan, TlsListener,
                           GatewayDatabase, Hatch, PackageSource, Pricing)
@@ -26,11 +26,15 @@ from spear.rules import (BACKUP_DUMP, BACKUP_DUMP_TEXT, FLEET_UPSTREAM, alert_be
                          image_pin_problem, is_loopback)
 
 KEYS = ("gateway", GATEWAY_MASTER_KEY, FRONTIER_API_KEY, GATEWAY_DATABASE_URL,
-        GATEWAY_TLS_CERTIFICATE, GATEWAY_TLS_KEY)
+        GATEWAY_TLS_CERTIFICATE, GATEWAY_TLS_KEY, GATEWAY_BACKUP_KEY)
 OBJECT_KEYS = ("gateway",)
 LOOPBACK_LISTEN_TEXT = ("a loopback address such as 127.0.0.1 (plain HTTP stays on the gateway"
                         " host; others reach it by name over TLS at gateway.listen.tls)")
-SECRET_NAMES = (GATEWAY_MASTER_KEY, FRONTIER_API_KEY, GATEWAY_DATABASE_URL)
+SECRET_NAMES = (GATEWAY_MASTER_KEY, FRONTIER_API_KEY, GATEWAY_DATABASE_URL, GATEWAY_BACKUP_KEY)
+# Secrets only some gateways need (checked where what needs them is).
+_OPTIONAL_SECRETS = (GATEWAY_DATABASE_URL, GATEWAY_BACKUP_KEY)
+# A passphrase's least length: openssl derives the dumps' key from it (PBKDF2).
+BACKUP_KEY_MIN_CHARS = 32
 TLS_SECRETS = (GATEWAY_TLS_CERTIFICATE, GATEWAY_TLS_KEY)  # PEM text, checked with the gateway's tls
 
 DEFAULT_NAME = "gateway"
@@ -80,8 +84,8 @@ def parse(check: Checker, value: Any, secret_values: Mapping[str, Any], ssh_keys
     host cannot use for its tunnel.
     """
     declared = value is not MISSING
-    secrets = {name: _secret(check, name, secret_values[name], required=declared and name !=
-                             GATEWAY_DATABASE_URL) for name in SECRET_NAMES}
+    secrets = {name: _secret(check, name, secret_values[name], required=declared and name
+                             not in _OPTIONAL_SECRETS) for name in SECRET_NAMES}
     given = {name: key for name, key in secrets.items() if key is not None}
     pem = {name: secret_values[name] for name in TLS_SECRETS}
     given.update({name: ApiKey(text) for name, text in pem.items() if isinstance(text, str)})
@@ -132,7 +136,9 @@ def parse(check: Checker, value: Any, secret_values: Mapping[str, Any], ssh_keys
     version, packages = _litellm(check, get(gateway, "litellm"))
     # Whether the stack set the URL at all: a malformed one is reported once, as malformed.
     database = _database(check, get(gateway, "database"),
-                         secret_values[GATEWAY_DATABASE_URL] is not MISSING, in_cluster)
+                         secret_values[GATEWAY_DATABASE_URL] is not MISSING, in_cluster,
+                         has_backup_key=secret_values[GATEWAY_BACKUP_KEY] is not MISSING)
+    # A key without a backup is kept: it still decrypts the dumps taken before the timer went.
     upstreams, retries, timeout, pricing = _coder(check, get(gateway, "coder"), endpoint_names,
                                                   keyless, in_cluster)
     hatch = _hatch(check, get(gateway, "hatch"))
@@ -153,6 +159,10 @@ def declares_tls(value: Any) -> bool:
 
 
 def _secret(check: Checker, name: str, value: Any, required: bool) -> ApiKey | None:
+    if name == GATEWAY_BACKUP_KEY and isinstance(value, str) and len(value) < BACKUP_KEY_MIN_CHARS:
+        check.report(name, f"a secret of {len(value)} characters", f"at least"
+                     f" {BACKUP_KEY_MIN_CHARS} characters, e.g. from openssl rand -base64 32")
+        return None
     if name == GATEWAY_DATABASE_URL and isinstance(value, str) and \
             not _DATABASE_URL.fullmatch(value):
         check.report(name, f"a secret of {len(value)} characters that is not a PostgreSQL URL",
@@ -269,8 +279,8 @@ def _litellm(check: Checker, value: Any) -> tuple[str | None, PackageSource | No
     return version, PackageSource(url, None) if url else None
 
 
-def _database(check: Checker, value: Any, has_url: bool, in_cluster: bool
-              ) -> GatewayDatabase | None:
+def _database(check: Checker, value: Any, has_url: bool, in_cluster: bool,
+              has_backup_key: bool = False) -> GatewayDatabase | None:
     database = check.obj("gateway.database", value,
                          ("location", "port", "queryEngine", "backup", "restoreFrom"), required=False)
     if database is None:
@@ -294,6 +304,10 @@ def _database(check: Checker, value: Any, has_url: bool, in_cluster: bool
         check.report(GATEWAY_DATABASE_URL, "a database URL with a local database",
                      "no gatewayDatabaseUrl, or gateway.database.location external")
     backup = _backup(check, get(database, "backup"), location)
+    if backup is not None and not has_backup_key:
+        check.report(GATEWAY_BACKUP_KEY, "nothing", "a secret (required with"
+                     " gateway.database.backup: every dump is encrypted with it, and a restore"
+                     f" decrypts with it): pulumi config set --secret {GATEWAY_BACKUP_KEY} < file")
     restore_from = None
     if get(database, "restoreFrom") is not MISSING:
         restore_from = check.pattern("gateway.database.restoreFrom", get(database, "restoreFrom"),

@@ -24,8 +24,8 @@ from config.checker import (DNS_LABEL, DNS_LABEL_TEXT, MISSING, NAME, Checker, a
                             ip_address, relative_subdir, show)
 from config.types import (ACCESS_MODES, AMBIENT, AgentSandbox, Alerts, Canary,
                           EgressTarget, Kubeconfig, MemoryFloor, ModelCache,
-                          ModelFacts, PROMETHEUS_MODES, Prometheus, RolloutGate, Seat, ServingPair,
-                          Vllm, VllmFleet)
+                          ModelFacts, NodeGuard, PROMETHEUS_MODES, Prometheus, RolloutGate, Seat,
+                          ServingPair, Vllm, VllmFleet)
 from config.schema.common import HF_REPO, SERVED_NAME, model_revision
 from spear import rollout_gate, trace
 from spear.fleet import CANARY, STABLE
@@ -45,7 +45,7 @@ _FLEET_KEYS = ("kubeconfig", "context", "namespace", "image",
                "servedModelName", "stable", "previous", "canary", "replicas",
                "tensorParallelSize", "maxModelLen", "gpuMemoryUtilization", "port",
                "schedulingPriority", "tenancy", "modelCache", "agentSandbox", "observability",
-               "rolloutGate", "serviceIPs", "toolCallParser", "memoryFloor")
+               "rolloutGate", "serviceIPs", "toolCallParser", "memoryFloor", "ingressFrom")
 _PAIR_KEYS = ("tag", "digest", "model", "revision")
 _FACT_KEYS = ("parametersBillions", "precision", "kvCacheBytesPerToken")
 _ALERT_KEYS = ("preemptionsPerHour", "ttftP95Seconds", "itlP95Seconds", "prefixCacheHitRateMin",
@@ -131,6 +131,7 @@ def parse(check: Checker, value: Any, kubeconfig_secret: Any,
         gate=gate,
         deployed=deployed,
         service_ips=_service_ips(check, f"{k}.serviceIPs", get(fleet, "serviceIPs"), canary is not None),
+        ingress_from=_ingress_from(check, f"{k}.ingressFrom", get(fleet, "ingressFrom")),
         memory_floor=_memory_floor(check, f"{k}.memoryFloor", get(fleet, "memoryFloor")),
     )
     if not check.clean_since(start):
@@ -231,6 +232,24 @@ def _service_ips(check: Checker, key: str, value: Any, has_canary: bool) -> dict
     return found
 
 
+def _ingress_from(check: Checker, key: str, value: Any) -> tuple[str, ...]:
+    """The addresses outside the cluster's pods that reach the vLLM pods' port (its ingress
+    NetworkPolicy's ipBlocks), each one host or one subnet."""
+    if value is MISSING:
+        return ()
+    if not isinstance(value, list):
+        check.fail(key, value, f"a list of IP networks ({EGRESS_NETWORK_TEXT})")
+        return ()
+    found = []
+    for i, item in enumerate(value):
+        cidr = check.text(f"{key}[{i}]", item, _network, "an IP network, e.g. 10.0.0.5/32")
+        if cidr is not None and egress_network_problem(cidr):
+            check.fail(f"{key}[{i}]", cidr, EGRESS_NETWORK_TEXT)
+        elif cidr is not None:
+            found.append(cidr)
+    return tuple(found)
+
+
 def _tenancy(check: Checker, key: str, value: Any) -> str | None:
     tenancy = check.obj(key, value, ("cacheSalt",), required=False)
     if tenancy is None:
@@ -295,7 +314,7 @@ def _agent_sandbox(check: Checker, key: str, value: Any, developers: Sequence[st
         return None
     start = check.mark()
     sandbox = check.obj(key, value, ("namespace", "gateway", "mirrors", "seatImage", "seats",
-                                     "dialectCheckDeveloper"))
+                                     "dialectCheckDeveloper", "nodeGuard", "runtimeClass"))
     if sandbox is None:
         return None
     if get(sandbox, "gateway") is not MISSING:
@@ -305,18 +324,23 @@ def _agent_sandbox(check: Checker, key: str, value: Any, developers: Sequence[st
     mirrors = check.named_map(f"{key}.mirrors", get(sandbox, "mirrors"), "a package mirror",
                               required=False)
     declared_seats = get(sandbox, "seats")
+    has_seats = isinstance(declared_seats, Mapping) and bool(declared_seats)
     result = AgentSandbox(
         namespace=check.pattern(f"{key}.namespace", get(sandbox, "namespace"), DNS_LABEL, DNS_LABEL_TEXT,
                                 default="agents"),
         gateway=None,  # taken from `gateway` once both are parsed (config/schema/__init__.py)
         mirrors=tuple(_target(check, f"{key}.mirrors.{name}", name, item)
                       for name, item in (mirrors or {}).items()),
-        seat_image=_seat_image(check, f"{key}.seatImage", get(sandbox, "seatImage"),
-                               isinstance(declared_seats, Mapping) and bool(declared_seats)),
+        seat_image=_pinned_image(check, f"{key}.seatImage", get(sandbox, "seatImage"), has_seats,
+                                 "the image that holds the harnesses", "seat_image"),
         seats=_seats(check, f"{key}.seats", declared_seats, developers, has_gateway),
         dialect_check_developer=_dialect_check_developer(
             check, f"{key}.dialectCheckDeveloper", get(sandbox, "dialectCheckDeveloper"),
-            developers, isinstance(declared_seats, Mapping) and bool(declared_seats)),
+            developers, has_seats),
+        node_guard=_node_guard(check, f"{key}.nodeGuard", get(sandbox, "nodeGuard"), has_seats),
+        runtime_class=None if get(sandbox, "runtimeClass") is MISSING else check.pattern(
+            f"{key}.runtimeClass", get(sandbox, "runtimeClass"), _SUBDOMAIN,
+            "a RuntimeClass name (a DNS subdomain, e.g. gvisor)"),
     )
     return result if check.clean_since(start) else None
 
@@ -340,15 +364,44 @@ def _dialect_check_developer(check: Checker, key: str, value: Any, developers: S
                       " seated harness's dialect check, e.g. the CI's; seats need one")
 
 
-def _seat_image(check: Checker, key: str, value: Any, has_seats: bool) -> str | None:
-    """The harness image every seat runs, pinned by digest (spear/seats.py): the reference, or
-    `{file: <path>}`, a file holding it, which the machine that built and loaded the image wrote
-    (the local stack's: localhosts/seat_image.py; a digest differs from one machine's build to
-    the next, so no stack file can hold it)."""
+def _node_guard(check: Checker, key: str, value: Any, has_seats: bool) -> NodeGuard | None:
+    """What keeps seats off their node (components/agent_seats/node_guard.py): required with
+    seats, since NetworkPolicy never filters a pod's traffic to its own node."""
     if value is MISSING:
         if has_seats:
-            check.report(key, "nothing", f"{IMAGE_DIGEST_TEXT} (required with seats: the image"
-                         " that holds the harnesses)")
+            check.report(key, "nothing", "{image, apiServer}: the node guard, required with seats"
+                         " (an image with python3 and nft, pinned by digest; it keeps each seat"
+                         " off its own node, which no NetworkPolicy does)")
+        return None
+    start = check.mark()
+    guard = check.obj(key, value, ("image", "apiServer"))
+    if guard is None:
+        return None
+    image = _pinned_image(check, f"{key}.image", get(guard, "image"), True,
+                          "an image with python3 and nft", "node_guard_image")
+    api_server = None if get(guard, "apiServer") is MISSING else check.text(
+        f"{key}.apiServer", get(guard, "apiServer"), _api_server, API_SERVER_TEXT)
+    return NodeGuard(image=image, api_server=api_server) if check.clean_since(start) and image else None
+
+
+def _api_server(value: str) -> str | None:
+    return value if value.startswith("https://") and api_url(value) else None
+
+
+# An API server other than the cluster's `kubernetes` Service, for a pod on the node's network of
+# a cluster whose API server advertises a loopback address (the local one).
+API_SERVER_TEXT = "the API server's https URL, e.g. https://127.0.0.1:6440"
+
+
+def _pinned_image(check: Checker, key: str, value: Any, required: bool, what: str,
+                  builder: str) -> str | None:
+    """An image pinned by digest (spear/seats.py): the reference, or `{file: <path>}`, a file
+    holding it, which the machine that built and loaded the image wrote (the local stack's:
+    localhosts/<builder>.py; a digest differs from one machine's build to the next, so no stack
+    file can hold it)."""
+    if value is MISSING:
+        if required:
+            check.report(key, "nothing", f"{IMAGE_DIGEST_TEXT} (required with seats: {what})")
         return None
     if isinstance(value, Mapping):
         form = check.obj(key, value, ("file",))
@@ -359,8 +412,8 @@ def _seat_image(check: Checker, key: str, value: Any, has_seats: bool) -> str | 
         try:
             value = Path(path).expanduser().read_text().strip()
         except OSError as err:
-            check.report(f"{key}.file", f"{path}: {err.strerror}", "a file holding the seat"
-                         " image's pinned reference (localhosts/seat_image.py writes the local"
+            check.report(f"{key}.file", f"{path}: {err.strerror}", "a file holding the"
+                         f" image's pinned reference (localhosts/{builder}.py writes the local"
                          " stack's: run scripts/up-local)")
             return None
         key = f"{key}.file ({path})"
@@ -552,9 +605,7 @@ def _prometheus(check: Checker, key: str, observability: Any) -> Prometheus:
                                     "a duration in hours, days, weeks or years, e.g. 15d",
                                     default="15d"),
             api_server=None if get(settings, "apiServer") is MISSING else check.text(
-                f"{key}.apiServer", get(settings, "apiServer"),
-                lambda v: v if v.startswith("https://") and api_url(v) else None,
-                "the API server's https URL, e.g. https://127.0.0.1:6440"))
+                f"{key}.apiServer", get(settings, "apiServer"), _api_server, API_SERVER_TEXT))
     labels = get(settings, "selectorLabels")
     if labels is MISSING:
         labels = {}

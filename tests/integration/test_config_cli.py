@@ -10,7 +10,7 @@ import yaml
 from config.checker import ConfigError
 from config.schema import parse
 from localhosts.engine import Project, engine_env
-from tests.support.config_cases import MASTER_KEY
+from tests.support.config_cases import BACKUP_KEY, MASTER_KEY
 from tests.support.stack_files import stack_raw, tls_pair, with_placeholder_keys, without_fleet
 
 STACK = "cli"
@@ -35,6 +35,7 @@ def written(project: Project) -> dict:
     config = {key.removeprefix("spear-fleet:"): value for key, value in doc["config"].items()}
     return with_placeholder_keys({**config, "gatewayMasterKey": MASTER_KEY,
                                   "frontierApiKey": "sk-frontier-placeholder",
+                                  "gatewayBackupKey": BACKUP_KEY,
                                   # its HTTPS listener's pair (the stack's are its secrets)
                                   **tls_pair(config["gateway"]["listen"]["tls"]["name"])})
 

@@ -23,6 +23,7 @@ destroy removes it all.
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import os
@@ -30,6 +31,7 @@ import shlex
 import socket
 import ssl
 import subprocess
+import threading
 import urllib.parse
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
@@ -40,7 +42,8 @@ import yaml
 
 from components.hostops.waiting import wait_until
 from localhosts import (frontier_standin, gateway_image, harness_install, kubebuild, kubenode,
-                        seat_image, tiny_model)
+                        node_guard_image, seat_image, tiny_model)
+from components.agent_seats import node_guard
 from spear import seats
 from spear.harness import DEFAULT_VERSIONS, HARNESSES, ONE_TURN, OPENHANDS, QWEN_CODE
 from spear.rules import GATEWAY_POD_LABELS, pods_peer
@@ -86,6 +89,7 @@ DEVELOPERS = {"ana": {"team": "platform", "maxBudget": 50},
               "dee": {"team": "platform", "maxBudget": BUDGET},
               "eve": {"team": "research", "maxBudget": BUDGET}}
 SANDBOX_NS = "agents-it"
+GUARD_NS, GUARD_DAEMON_SET = f"{SANDBOX_NS}-node-guard", "node-guard"  # the node guard's
 # Outside the sandbox: a package mirror stand-in (a static file server, Python's http.server from
 # the seat image) that the sandbox declares by its pod's address and one port, a second port of
 # the same server, which it does not, and the frontier provider's stand-in in a pod of its own
@@ -155,11 +159,11 @@ def stand(kube_cluster, tmp_path_factory):
     outside the sandbox and the cluster."""
     client = kube_cluster.client()
     clear(client, [FLEET_NS, GATEWAY_NS], [f"{FLEET_NS}-vllm-model-cache"])
-    clear(client, [SANDBOX_NS, OUTSIDE_NS])
+    clear(client, [SANDBOX_NS, GUARD_NS, OUTSIDE_NS])
     gateway = gateway_config()
-    seats = seat_image.ensure_image()
+    seats, guard = seat_image.ensure_image(), node_guard_image.ensure_image()
     kubenode.import_images([gateway_image.ensure_image(gateway["litellm"]["version"]).archive,
-                            seats.archive])
+                            seats.archive, guard.archive])
     start_outside(client, seats.ref)
     mirror = outside_address(client, "mirror")
     workdir = tmp_path_factory.mktemp("incluster")
@@ -184,7 +188,9 @@ def stand(kube_cluster, tmp_path_factory):
                                "accessMode": "ReadWriteOnce"},
                 "agentSandbox": {
                     "namespace": SANDBOX_NS,
-                    "seatImage": seat_image.pinned_ref(seats),
+                    "seatImage": seats.pinned,
+                    "nodeGuard": {"image": guard.pinned, "apiServer": kube_cluster.server},
+                    "runtimeClass": kubenode.GVISOR_RUNTIME_CLASS,
                     "dialectCheckDeveloper": CHECK_DEVELOPER,
                     "mirrors": {"pypi": {"cidr": f"{mirror}/32", "ports": [MIRROR_PORT]}},
                     "seats": {seat: {"developer": SEAT_DEVELOPER, "harness": harness}
@@ -200,9 +206,11 @@ def stand(kube_cluster, tmp_path_factory):
         yield project, client, db
         down = project.destroy(STACK)
         assert down.ok, down.output[-6000:]
+        # The seats gone first, the node guard then takes its table off the node.
+        assert wait_until(lambda: not guard_table(), 60)
         clear(client, [OUTSIDE_NS])
         for path in (f"/api/v1/namespaces/{GATEWAY_NS}", f"/api/v1/namespaces/{FLEET_NS}",
-                     f"/api/v1/namespaces/{SANDBOX_NS}"):
+                     f"/api/v1/namespaces/{SANDBOX_NS}", f"/api/v1/namespaces/{GUARD_NS}"):
             assert (client.get(path) or {}).get("status", {}).get("phase") in (None, "Terminating")
 
 
@@ -503,20 +511,159 @@ def test_a_seat_reaches_the_gateway_and_its_mirror_and_no_other_pod_or_port(stan
     targets = {"the gateway's Service": (GATEWAY_IP, PORT), "the mirror": (mirror, MIRROR_PORT),
                "the mirror's other port": (mirror, OTHER_PORT),
                "the frontier stand-in": (frontier, FRONTIER_PORT),
-               "a fleet pod, past the gateway": (fleet, 8000),
-               # The local API server listens on loopback, so its Service has no endpoint: a pod
-               # is refused at once, the enforcer or not.
-               "the API server's Service": ("10.96.0.1", 443)}
+               "a fleet pod, past the gateway": (fleet, 8000)}
     for seat in SEATS:
         reached = {name: reach_from_seat(kube_cluster.kubeconfig, seat, *target)
                    for name, target in targets.items()}
         assert {name for name, answer in reached.items() if answer == "answered"} == {
             "the gateway's Service", "the mirror"}, (seat, reached)
+        # Refused by the node guard, which judges a seat's packets before the NetworkPolicy
+        # enforcer would drop them (test_a_seat_reaches_nothing_of_its_node... shows the guard).
         assert reached["the mirror's other port"] == reached["the frontier stand-in"] \
-            == reached["a fleet pod, past the gateway"] == "timed out", (seat, reached)
+            == reached["a fleet pod, past the gateway"] == GUARDED, (seat, reached)
     # What a seat does not reach answers outside the sandbox: the policy refused it, not its absence.
     assert reach_from_here(mirror, OTHER_PORT) and reach_from_here(fleet, 8000)
     assert frontier_answers_here(frontier)
+
+
+# What the node guard's reject looks like from inside a seat (ICMP admin-prohibited): not
+# "Connection refused" (nothing listens) nor a timeout (a NetworkPolicy's drop).
+GUARDED = "[Errno 113] No route to host"
+HOST_PORT = 18097  # a host port the test opens on the node's address
+METADATA = "169.254.169.254"
+METADATA_LINK = "spear-md0"  # the test's own link for it (a port-less bridge: no dummy links here)
+
+
+class Listener:
+    """A TCP listener of the test's own on this machine (the node), accepting in a thread."""
+
+    def __init__(self, address: str, port: int) -> None:
+        self.sock = socket.create_server((address, port))
+        self.thread = threading.Thread(target=self._accept, daemon=True)
+        self.thread.start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                self.sock.accept()[0].close()
+            except OSError:
+                return
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+@contextlib.contextmanager
+def node_listeners():
+    """A host port on the node's address, and the cloud metadata address bound on a link of the
+    test's own on the node with a listener on it, so that nothing leaves this machine and a seat
+    that is not filtered reaches them; both gone after."""
+    subprocess.run(["ip", "link", "add", METADATA_LINK, "type", "bridge"], check=True)
+    listeners = []
+    try:
+        subprocess.run(["ip", "addr", "add", f"{METADATA}/32", "dev", METADATA_LINK], check=True)
+        subprocess.run(["ip", "link", "set", METADATA_LINK, "up"], check=True)
+        listeners = [Listener(kubenode.NODE_IP, HOST_PORT), Listener(METADATA, 80)]
+        yield
+    finally:
+        for listener in listeners:
+            listener.close()
+        subprocess.run(["ip", "link", "del", METADATA_LINK], check=False)
+
+
+def node_targets(db, kube_cluster) -> dict[str, tuple[str, int]]:
+    api_port = int(urllib.parse.urlsplit(kube_cluster.server).port)
+    return {"the kubelet": (kubenode.NODE_IP, kubenode.KUBELET_PORT),
+            "a host port": (kubenode.NODE_IP, HOST_PORT),
+            "the API server's port on the node": (kubenode.NODE_IP, api_port),
+            "the gateway's database on the node": (kubenode.NODE_IP, db.port),
+            "the metadata address": (METADATA, 80)}
+
+
+
+
+def guard_table() -> bool:
+    return subprocess.run(["nft", "list", "table", "inet", node_guard.TABLE],
+                          capture_output=True).returncode == 0
+
+
+def test_a_seat_reaches_nothing_of_its_node_and_without_the_guard_it_would(stand, kube_cluster):
+    _, client, db = stand
+    targets = node_targets(db, kube_cluster)
+    with node_listeners():
+        for seat in SEATS:
+            reached = {name: reach_from_seat(kube_cluster.kubeconfig, seat, *target)
+                       for name, target in targets.items()}
+            assert set(reached.values()) == {GUARDED}, (seat, reached)
+            # ... and the gateway still answers, by its Service's address.
+            assert reach_from_seat(kube_cluster.kubeconfig, seat, GATEWAY_IP, PORT) == "answered"
+        # The guard removed (its DaemonSet kept off the node, its table deleted): the same seat
+        # reaches its node, the test's own listeners among it.
+        path = f"/apis/apps/v1/namespaces/{GUARD_NS}/daemonsets/{GUARD_DAEMON_SET}"
+        client.patch(path, [{"op": "add", "path": "/spec/template/spec/nodeSelector",
+                             "value": {"spear-fleet/no-such-node": "true"}}])
+        try:
+            assert wait_until(lambda: not client.get(
+                f"/api/v1/namespaces/{GUARD_NS}/pods")["items"], 60)
+            subprocess.run(["nft", "delete", "table", "inet", node_guard.TABLE], check=True)
+            seat = next(iter(SEATS))
+            unguarded = {name: reach_from_seat(kube_cluster.kubeconfig, seat, *target)
+                         for name, target in targets.items()}
+            assert unguarded["the kubelet"] == unguarded["a host port"] == \
+                unguarded["the gateway's database on the node"] == \
+                unguarded["the metadata address"] == "answered", unguarded
+            assert unguarded["the API server's port on the node"] != GUARDED, unguarded
+        finally:
+            client.patch(path, [{"op": "remove", "path": "/spec/template/spec/nodeSelector"}])
+        assert wait_until(guard_table, 60)
+        assert reach_from_seat(kube_cluster.kubeconfig, next(iter(SEATS)), kubenode.NODE_IP,
+                               HOST_PORT) == GUARDED
+
+
+def test_each_seat_runs_on_gvisors_kernel_not_the_nodes(stand, kube_cluster):
+    node_kernel = open("/proc/version").read()
+    for seat in SEATS:
+        done = in_seat(kube_cluster.kubeconfig, seat, ["cat", "/proc/version"])
+        assert done.returncode == 0, done.stderr
+        assert "-gvisor" in done.stdout and done.stdout != node_kernel, (seat, done.stdout)
+
+
+def reach_from_outside(kubeconfig, address: str, port: int) -> str:
+    """From the mirror's pod in another namespace (OUTSIDE_NS), outside the sandbox."""
+    python = f"{seat_image.PYTHON_ROOT}/bin/{seat_image.PYTHON}"
+    done = subprocess.run([str(kubebuild.kubernetes().path("kubectl")), "--kubeconfig",
+                           str(kubeconfig), "-n", OUTSIDE_NS, "exec", "mirror", "--", python,
+                           "-c", REACH, address, str(port)], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def test_only_the_gateway_reaches_the_fleets_pods_and_without_the_policy_another_namespace_would(
+        stand, kube_cluster):
+    _, client, _ = stand
+    fleet_pods = [pod["status"]["podIP"] for pod in client.get(
+        f"/api/v1/namespaces/{FLEET_NS}/pods?labelSelector=app%3Dvllm")["items"]
+        if pod["status"].get("phase") == "Running"]
+    assert fleet_pods
+    for address in fleet_pods:
+        assert reach_from_outside(kube_cluster.kubeconfig, address, 8000) == "timed out"
+    # The gateway's pods are served (every developer's smoke test above went through them);
+    # without the policy the other namespace reaches the same pod.
+    path = f"/apis/networking.k8s.io/v1/namespaces/{FLEET_NS}/networkpolicies"
+    policy = client.get(f"{path}/vllm-ingress")
+    status, body = client.request("DELETE", f"{path}/vllm-ingress")
+    assert status == 200, body
+    try:
+        assert wait_until(lambda: reach_from_outside(kube_cluster.kubeconfig, fleet_pods[0], 8000)
+                          == "answered", 30)
+    finally:
+        client.create(path, {"metadata": {"name": "vllm-ingress", "namespace": FLEET_NS,
+                                          "labels": policy["metadata"].get("labels", {}),
+                                          "annotations": policy["metadata"].get("annotations", {})},
+                             "spec": policy["spec"]})
+    assert wait_until(lambda: reach_from_outside(kube_cluster.kubeconfig, fleet_pods[0], 8000)
+                      == "timed out", 30)
 
 
 def check_log(client, harness: str) -> str:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import json
+import subprocess
 import time
 import urllib.error
 import urllib.request
@@ -20,6 +21,7 @@ from typing import Any
 import pytest
 import yaml
 
+from components.gateway.backup import CIPHER
 from components.hostops.ssh import Session
 from localhosts import local_stack
 from spear.harness import CLAUDE_CODE, CODEX, OPENHANDS, QWEN_CODE
@@ -34,6 +36,8 @@ PROXY_PORT, DATABASE_PORT = 4040, 25430
 UPGRADE = "1.108.7"  # the newest LiteLLM whose [proxy] extra installs here
 MASTER_KEY = "sk-spear-it-master-5d1c0e"
 FRONTIER_KEY = "sk-ant-it-frontier-9b7f"
+BACKUP_KEY = "it-gw-backup-passphrase-6f1d2c8a9e0b4"
+KEEP = 3  # the test's gateway.database.backup.keep
 SMOKE = f"end_turn | {SMOKE_ANSWER} | ()"
 
 
@@ -69,6 +73,7 @@ def stack_config(hosts: dict[str, Any]) -> dict[str, Any]:
     # No seats here, so none of the local stack's HTTPS listener (whose address:port it holds).
     del gateway["listen"]["tls"]
     gateway["database"]["port"] = DATABASE_PORT
+    gateway["database"]["backup"]["keep"] = KEEP
     gateway["coder"]["upstreams"] = ["llama"]
     return {
         "backends": {"gw-it": {"kind": "port", "port": CLIENT_PORT}},
@@ -84,7 +89,8 @@ def stack_config(hosts: dict[str, Any]) -> dict[str, Any]:
 def project(hosts, tmp_path_factory):
     proj = Project(tmp_path_factory.mktemp("gw"), engine_env())
     proj.new_stack(STACK, stack_config(hosts))
-    for key, value in (("gatewayMasterKey", MASTER_KEY), ("frontierApiKey", FRONTIER_KEY)):
+    for key, value in (("gatewayMasterKey", MASTER_KEY), ("frontierApiKey", FRONTIER_KEY),
+                       ("gatewayBackupKey", BACKUP_KEY)):
         proj.pulumi("config", "set", "--secret", "--stack", STACK, f"spear-fleet:{key}", value)
     return proj
 
@@ -327,6 +333,46 @@ def test_the_first_up_took_a_backup_and_the_timer_takes_the_next(project, hosts,
         with gateway_session(hosts) as ssh:
             ssh.run("systemctl start spear-gateway-backup.service")
         assert {p.name for p in backups.glob("litellm-*.dump")} - before
+
+
+def decrypt(dump, key: str) -> subprocess.CompletedProcess:
+    """A dump through the cipher the gateway host wrote it with (components/gateway/backup.py)."""
+    return subprocess.run(["openssl", "enc", "-d", *CIPHER, "-pass", "stdin", "-in", str(dump)],
+                          input=key.encode() + b"\n", capture_output=True)
+
+
+def test_every_dump_is_encrypted_with_the_stacks_key_and_only_that_key_opens_it(project, backups):
+    # The newest (the first was taken before LiteLLM made its tables).
+    dump = sorted(backups.glob("litellm-*.dump"))[-1]
+    data = dump.read_bytes()
+    assert data.startswith(b"Salted__") and b"LiteLLM_VerificationToken" not in data
+    assert b"PGDMP" not in data[:64]  # pg_dump's custom format's magic, which a plain dump has
+    opened = decrypt(dump, BACKUP_KEY)
+    assert opened.returncode == 0 and opened.stdout.startswith(b"PGDMP")
+    listed = subprocess.run(["pg_restore", "--list"], input=opened.stdout, capture_output=True)
+    assert b"LiteLLM_VerificationToken" in listed.stdout
+    assert not decrypt(dump, "another-passphrase-of-32-characters").stdout.startswith(b"PGDMP")
+    state = project.state_text(STACK)
+    assert BACKUP_KEY not in state and BACKUP_KEY not in project.pulumi(
+        "stack", "output", "--stack", STACK, "--json").stdout
+
+
+def test_retention_keeps_exactly_the_newest_dumps_across_several_runs(hosts, backups):
+    def dumps() -> list[str]:
+        return sorted(p.name for p in backups.glob("litellm-*.dump"))
+
+    runs: list[str] = []
+    for _ in range(KEEP + 2):
+        time.sleep(1)  # dumps are named by the second
+        before = set(dumps())
+        with gateway_session(hosts) as ssh:
+            ssh.run("systemctl start spear-gateway-backup.service")
+        [made] = set(dumps()) - before
+        runs.append(made)
+        assert len(dumps()) <= KEEP and dumps()[-1] == made, (dumps(), runs)
+    # The newest KEEP, exactly: every older one deleted, the partial files too.
+    assert sorted(p.name for p in backups.glob("litellm-*.dump")) == runs[-KEEP:]
+    assert not list(backups.glob(".*.part"))
 
 
 def test_a_lost_gateway_host_comes_back_from_its_backup_with_every_key_and_its_spend(

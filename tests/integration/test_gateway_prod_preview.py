@@ -17,7 +17,7 @@ from tests.support.pack_runs import preview_with_pack
 # The prod stack declares the vLLM fleet: its preview needs the kubernetes plugin.
 pytestmark = pytest.mark.kubernetes
 
-EXAMPLE = ("gateway", "developers", "gatewayMasterKey", "frontierApiKey")
+EXAMPLE = ("gateway", "developers", "gatewayMasterKey", "frontierApiKey", "gatewayBackupKey")
 
 
 def uncomment(text: str, key: str) -> str:

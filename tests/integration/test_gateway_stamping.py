@@ -167,6 +167,21 @@ def test_pilot_requests_are_served_by_the_canary_and_no_other_keys_ever_are(gate
     assert all("canary" not in names for who, names in where.items() if who != "cy")
 
 
+@pytest.mark.parametrize("who", ["master", "ana", "cy"])
+@pytest.mark.parametrize("deployment", ["vllm-canary", "vllm-stable"])
+def test_no_key_reaches_a_deployment_by_naming_it_and_nothing_is_sent(gateway, who, deployment):
+    proxy, keys, upstreams, _ = gateway
+    before = sum(len(u.calls) for u in upstreams.values())
+    with pytest.raises(ProxyError) as refused:
+        proxy.post("/v1/chat/completions", {"model": deployment, "max_tokens": 8, "messages": [
+            {"role": "user", "content": "which track am I on?"}]}, key=keys[who], timeout=60)
+    # A developer's key is refused by LiteLLM's own model check first (its models are `coder`).
+    assert refused.value.status in (401, 403), refused.value.body
+    if who == "master":
+        assert refused.value.body["error"]["type"] == "spear_deployment_not_direct"
+    assert sum(len(u.calls) for u in upstreams.values()) == before
+
+
 DIALECTS = ("/v1/messages", "/v1/responses")
 
 

@@ -44,6 +44,7 @@ GATEWAY_SSH, PROXY_PORT, DATABASE_PORT = 2294, 4044, 25434
 MASTER_KEY = "sk-spear-fleet-it-master-77c1"
 FRONTIER_KEY = "sk-ant-fleet-it-frontier-3e2d"
 API_KEY = "sk-fleet-integration-0123456789"
+BACKUP_KEY = "fleet-it-backup-passphrase-0123456789ab"
 NAMESPACE = "vllm-it"
 AGENTS = "agents-it"
 STABLE_IP, CANARY_IP = "10.96.100.20", "10.96.100.21"
@@ -76,6 +77,9 @@ def fleet_config(kubeconfig: Path, cache: Path) -> dict[str, Any]:
         "maxModelLen": 4096,
         "schedulingPriority": True,
         "serviceIPs": {"stable": STABLE_IP, "canary": CANARY_IP},
+        # The gateway host (this machine's network) reaches the pods from the node's address on
+        # their bridge.
+        "ingressFrom": ["10.244.0.1/32"],
         "modelCache": {"size": "1Gi", "hostPath": str(cache), "accessMode": "ReadWriteOnce"},
         "agentSandbox": {"namespace": AGENTS,
                          "mirrors": {"pypi": {"cidr": "10.20.1.0/24", "ports": [443]}}},
@@ -117,7 +121,7 @@ def fleet(kube_cluster, gateway_host, tmp_path_factory):
         "vllmFleet": fleet_config(kube_cluster.kubeconfig, workdir / "model-cache"),
     })
     for key, value in (("gatewayMasterKey", MASTER_KEY), ("frontierApiKey", FRONTIER_KEY),
-                       ("vllmApiKey", API_KEY)):
+                       ("vllmApiKey", API_KEY), ("gatewayBackupKey", BACKUP_KEY)):
         project.pulumi("config", "set", "--secret", "--stack", STACK, f"spear-fleet:{key}", value)
     yield project, kube_cluster.client()
     project.destroy(STACK)

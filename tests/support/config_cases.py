@@ -134,9 +134,10 @@ def reds_raw() -> dict[str, Any]:
 GATEWAY = ("gateway",)
 GATEWAY_SECRETS = ["spear-fleet:sshPrivateKeys", "spear-fleet:gatewayMasterKey",
                    "spear-fleet:frontierApiKey", "spear-fleet:gatewayTlsCertificate",
-                   "spear-fleet:gatewayTlsKey"]
+                   "spear-fleet:gatewayTlsKey", "spear-fleet:gatewayBackupKey"]
 MASTER_KEY = "sk-master-PLACEHOLDER"
 FRONTIER_KEY = "sk-ant-PLACEHOLDER"
+BACKUP_KEY = "backup-PLACEHOLDER-0123456789abcdef0123456789"  # gatewayBackupKey: 32 or more
 
 
 def gateway_raw() -> dict[str, Any]:
@@ -147,7 +148,7 @@ def gateway_raw() -> dict[str, Any]:
     raw["developers"] = commented_example("prod", "developers")
     # The example's HTTPS listener needs its certificate and key (made here for its name).
     return {**raw, "gatewayMasterKey": MASTER_KEY, "frontierApiKey": FRONTIER_KEY,
-            **tls_pair(raw["gateway"]["listen"]["tls"]["name"])}
+            "gatewayBackupKey": BACKUP_KEY, **tls_pair(raw["gateway"]["listen"]["tls"]["name"])}
 
 
 # prod with the vLLM fleet on Kubernetes: the cookbook's pair as stable, no canary yet.
@@ -170,6 +171,8 @@ VLLM_FLEET = {
     "agentSandbox": {"namespace": "agents",
                      "mirrors": {"pypi": {"cidr": "10.20.1.0/24", "ports": [443]}}},
     "observability": {"preemptionsPerHour": 30},
+    # A gateway host that routes coder here connects from it (the ingress policy's ipBlock).
+    "ingressFrom": ["10.20.0.10/32"],
 }
 
 
@@ -186,6 +189,7 @@ def fleet_raw(**fleet: Any) -> dict[str, Any]:
 # the test fleet, and the seat `ana-codex`: ana's key in a sandboxed pod running Codex (the seat
 # image pinned by digest).
 SEAT_IMAGE = "registry.example.com/spear/seat:2026.07@sha256:" + "3c" * 32
+NODE_GUARD_IMAGE = "registry.example.com/spear/node-guard:1.0.6@sha256:" + "5d" * 32
 SEATS = ("vllmFleet", "agentSandbox", "seats")
 # Seats reach the gateway by this name, which they resolve to its Service's fixed address.
 SEATS_GATEWAY_NAME = "gateway.spear.internal"
@@ -211,10 +215,12 @@ def seats_raw(**seats: Any) -> dict[str, Any]:
     gateway["kubernetes"] = {"image": "registry.example.com/spear/litellm-gateway:1.91.1",
                              "serviceIP": SEATS_GATEWAY_IP, "tls": {"name": SEATS_GATEWAY_NAME}}
     gateway["database"] = {"location": "external"}
+    del raw["gatewayBackupKey"]  # an external database is backed up where it runs
     gateway["coder"]["upstreams"] = ["vllmFleet"]
     raw["vllmFleet"] = copy.deepcopy(VLLM_FLEET)
     raw["vllmFleet"]["serviceIPs"] = {"stable": "10.96.100.10"}
     raw["vllmFleet"]["agentSandbox"].update(seatImage=SEAT_IMAGE, dialectCheckDeveloper="bob",
+                                            nodeGuard={"image": NODE_GUARD_IMAGE},
                                             seats=copy.deepcopy(seats or {"ana-codex": {
                                                 "developer": "ana", "harness": "codex"}}))
     return {**raw, "vllmApiKey": "sk-vllm-test", "gatewayDatabaseUrl": SEATS_DATABASE_URL,

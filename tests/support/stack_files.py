@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import copy
 import functools
 import json
 import runpy
@@ -17,7 +18,7 @@ from config.checker import NAMESPACE
 from spear.rules import STABLE_RING
 from config.schema import parse
 from config.types import InferenceHost
-from localhosts.engine import PREVIEW_SEAT_IMAGE
+from localhosts.engine import built_here
 from tests.support import tls
 
 REPO = Path(__file__).resolve().parents[2]
@@ -44,16 +45,21 @@ def tls_pair(name: str) -> dict[str, str]:
 def _machine_local(config: dict[str, Any]) -> dict[str, Any]:
     """config with what the machine that runs the stack holds in its place: a TLS pair for the
     gateway's declared name (the secrets' values are the stack's, not needed), and a pinned
-    reference where seatImage names the file a build writes."""
+    reference where an image setting names the file a build writes (localhosts/engine.py)."""
     gateway = config.get("gateway") or {}
     declared = [(gateway.get(part) or {}).get("tls") for part in ("listen", "kubernetes")]
     names = [t["name"] for t in declared if isinstance(t, dict) and "name" in t]
     pem = tls_pair(names[0]) if names else {}
     config = {key: pem.get(key, value) for key, value in config.items()}
-    sandbox = (config.get("vllmFleet") or {}).get("agentSandbox") or {}
-    if isinstance(sandbox.get("seatImage"), dict):
-        config["vllmFleet"] = {**config["vllmFleet"], "agentSandbox": {
-            **sandbox, "seatImage": PREVIEW_SEAT_IMAGE}}
+    sandbox = copy.deepcopy((config.get("vllmFleet") or {}).get("agentSandbox") or {})
+    built = built_here(sandbox)
+    for (*parents, leaf), ref in built.items():
+        node = sandbox
+        for step in parents:
+            node = node[step]
+        node[leaf] = ref
+    if built:
+        config["vllmFleet"] = {**config["vllmFleet"], "agentSandbox": sandbox}
     return config
 
 
@@ -62,7 +68,8 @@ def stack_raw(stack: str) -> dict[str, Any]:
     the file holds encrypted (the committed stacks hold throwaway placeholders) reads as
     placeholder text: tests need it set, never its value; the gateway's TLS pair and a seat
     image built here read as _machine_local makes them."""
-    return _machine_local({key: f"{key}-PLACEHOLDER" if _encrypted(value) else value
+    # Long enough for the longest a secret must be (gatewayBackupKey's 32 characters).
+    return _machine_local({key: f"{key}-PLACEHOLDER-{'0' * 32}" if _encrypted(value) else value
                            for key, value in _config(stack).items()})
 
 

@@ -108,7 +108,12 @@ def test_the_seat_is_one_pod_labelled_by_seat_developer_and_harness_with_its_ver
                                        "fsGroup": 1000, "seccompProfile": {"type": "RuntimeDefault"}}
     assert (body["automountServiceAccountToken"], body["enableServiceLinks"]) == (False, False)
     # The folders the harness writes are its user's before the read-only file lands in one.
-    [init] = body["initContainers"]
+    # First held until its node's guard filters it, then the folders the harness writes are its
+    # user's before the read-only file lands in one.
+    guarded, init = body["initContainers"]
+    assert guarded["name"] == "guarded" and guarded["image"] == init["image"]
+    assert guarded["volumeMounts"] == [{"name": "pod-info", "mountPath": "/etc/spear-fleet/pod",
+                                        "readOnly": True}]
     assert init["command"] == ["mkdir", "-p", "/workspace/.home", "/workspace/.home/.qwen",
                                "/workspace/.tmp"]
     assert init["volumeMounts"] == [{"name": "workspace", "mountPath": "/workspace"}]
@@ -209,6 +214,13 @@ def test_each_seat_is_its_key_secret_its_wiring_and_its_deployment_on_the_fleets
         **{f"seat-dialect-{h}-key": tokens.K8S_SECRET.type for h in harness.HARNESSES},
         "seat-dialect-codex-wiring": tokens.K8S_CONFIG_MAP.type,
         "seat-dialect-qwen-code-wiring": tokens.K8S_CONFIG_MAP.type,
+        # What keeps the seats off their node, in a namespace of its own.
+        "seat-node-guard-namespace": tokens.K8S_NAMESPACE.type,
+        "seat-node-guard-serviceaccount": tokens.K8S_SERVICE_ACCOUNT.type,
+        "seat-node-guard-role": tokens.K8S_ROLE.type,
+        "seat-node-guard-rolebinding": tokens.K8S_ROLE_BINDING.type,
+        "seat-node-guard-configmap": tokens.K8S_CONFIG_MAP.type,
+        "seat-node-guard-daemonset": tokens.K8S_DAEMON_SET.type,
     }
     for name in seat_resources(seated):
         if name != "seat":
@@ -401,6 +413,6 @@ def test_a_seat_image_built_here_is_read_from_the_file_its_build_wrote(tmp_path)
     with pytest.raises(ConfigError) as error:
         parse(raw)
     assert "seatImage.file: got " in str(error.value)
-    assert "No such file or directory; allowed: a file holding the seat image's pinned" \
+    assert "No such file or directory; allowed: a file holding the image's pinned" \
            " reference (localhosts/seat_image.py writes the local stack's: run scripts/up-local)" \
            in str(error.value)

@@ -66,6 +66,18 @@ BAD = [
     ("dialect-check-developer-undeclared", changed(seats_raw(), (*SANDBOX, "dialectCheckDeveloper"), "ci"),
      "vllmFleet.agentSandbox.dialectCheckDeveloper", "a developer declared under `developers`"
      " (ana, bob) whose key runs each seated harness's dialect check"),
+    ("node-guard-missing", changed(seats_raw(), (*SANDBOX, "nodeGuard"), DELETE),
+     "vllmFleet.agentSandbox.nodeGuard", "the node guard, required with seats"),
+    ("node-guard-image-by-tag", changed(seats_raw(), (*SANDBOX, "nodeGuard", "image"),
+                                        "registry.example.com/spear/node-guard:1.0.6"),
+     "vllmFleet.agentSandbox.nodeGuard.image", "has no @sha256"),
+    ("node-guard-api-server-plain-http", changed(seats_raw(), (*SANDBOX, "nodeGuard", "apiServer"),
+                                                 "http://10.0.0.1:6443"),
+     "vllmFleet.agentSandbox.nodeGuard.apiServer", "the API server's https URL"),
+    ("node-guard-unknown-key", changed(seats_raw(), (*SANDBOX, "nodeGuard", "mode"), "strict"),
+     "vllmFleet.agentSandbox.nodeGuard.mode", "image, apiServer"),
+    ("runtime-class-not-a-name", changed(seats_raw(), (*SANDBOX, "runtimeClass"), "gVisor Sandbox"),
+     "vllmFleet.agentSandbox.runtimeClass", "a RuntimeClass name (a DNS subdomain, e.g. gvisor)"),
     ("seats-without-a-gateway", fleet_raw(agentSandbox={
         "gateway": {"cidr": "10.20.0.10/32", "ports": [4000]}, "seatImage": SEAT_IMAGE,
         "dialectCheckDeveloper": "ana", "seats": {"ana-codex": CODEX}}),
@@ -112,3 +124,8 @@ def test_every_seat_problem_is_reported_at_once_one_per_line():
         "spear-fleet:vllmFleet.agentSandbox.seats.Bob",
         "spear-fleet:vllmFleet.agentSandbox.seats.cyn.workspaceSize",
         "spear-fleet:vllmFleet.agentSandbox.dialectCheckDeveloper"]
+
+
+def test_the_prod_example_runs_its_agent_namespace_on_gvisor():
+    from tests.support.stack_files import prod_raw
+    assert parse(prod_raw()).vllm_fleet.agent_sandbox.runtime_class == "gvisor"

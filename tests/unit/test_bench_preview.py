@@ -12,7 +12,8 @@ KEYS = [Path(f"/tmp/id_ed25519_{i}") for i in range(bench_preview.HOSTS + 1)]
 
 def test_the_reference_fleet_parses_with_three_hosts_the_gateway_and_every_developer():
     raw = bench_preview.reference_config(200, KEYS)
-    config = parse({**raw, "gatewayMasterKey": "m", "frontierApiKey": "f"})
+    config = parse({**raw, "gatewayMasterKey": "m", "frontierApiKey": "f",
+                    "gatewayBackupKey": bench_preview.BACKUP_KEY})
     assert sorted(config.inference_hosts) == ["llama-1", "llama-2", "llama-3"]
     assert config.gateway.upstreams == ("llama-1", "llama-2", "llama-3")
     assert len(config.developers) == 200

@@ -16,7 +16,7 @@ from components.gateway import metrics_target
 from components.vllm_fleet import alerts, monitoring, pod_discovery
 from config.schema import parse
 from config.types import Prometheus
-from localhosts import prometheus_image
+from localhosts import image_files, prometheus_image
 from tests.support.config_cases import MASTER_KEY, fleet_raw
 from tests.support.stack_files import stack_raw, with_placeholder_keys
 from tests.unit import test_cluster_gateway as in_cluster
@@ -176,9 +176,9 @@ def test_the_operators_rule_holds_the_same_rules_and_every_object_the_selector_l
 
 def test_the_local_stack_runs_the_image_localhosts_builds_from_this_machines_prometheus():
     prom = parse(with_placeholder_keys(stack_raw("local"))).vllm_fleet.prometheus
-    binary = prometheus_image.host_binary()
+    binary = image_files.host_binary("prometheus")
     assert (prom.mode, prom.api_server) == ("bundled", "https://127.0.0.1:6440")
-    assert prom.image == f"{prometheus_image.REPOSITORY}:{prometheus_image.version(binary)}"
+    assert prom.image == f"{prometheus_image.REPOSITORY}:{image_files.reported_version(binary)}"
     entries = prometheus_image.image_entries(binary)
     assert entries[prometheus_image.BINARY][0] == "file"
     assert monitoring.RULES_DIR in entries and monitoring.KEY_DIR in entries

@@ -26,7 +26,8 @@ from tests.support.stack_files import DUMMY_KEY, REPO, RecordingMocks, engine_co
 
 SECRETS = ["spear-fleet:sshPrivateKeys", "spear-fleet:gatewayMasterKey",
            "spear-fleet:frontierApiKey", "spear-fleet:vllmApiKey",
-           "spear-fleet:gatewayTlsCertificate", "spear-fleet:gatewayTlsKey"]
+           "spear-fleet:gatewayTlsCertificate", "spear-fleet:gatewayTlsKey",
+           "spear-fleet:gatewayBackupKey"]
 _SIG, _SECRET = "4dabf18193072939515e22adb298388d", "1b47061264138c4ac30d75fd1eb44270"
 
 

@@ -13,7 +13,7 @@ from config.checker import ConfigError
 from config.schema import parse
 from config.schema.gateway import LOOPBACK_LISTEN_TEXT
 from config.types import (EXTERNAL_DATABASE, FRONTIER_API_KEY, GATEWAY_MASTER_KEY, GATEWAY_TLS_CERTIFICATE,
-                          GATEWAY_TLS_KEY, ApiKey,
+                          GATEWAY_TLS_KEY, GATEWAY_BACKUP_KEY, ApiKey,
                           DatabaseBackupPlan, PackageSource)
 from tests.support.config_cases import (DELETE, FRONTIER_KEY, GATEWAY, GATEWAY_SECRETS as SECRETS,
                                         MASTER_KEY, allowed_for, changed, gateway_raw,
@@ -241,7 +241,7 @@ def test_load_hands_the_gateway_secrets_on_as_pulumi_secrets(mocks):
     [stack, *_] = run_program(engine_config(gateway_raw()), SECRETS)
     assert stack.config.gateway is not None
     assert set(stack.api_keys) == {GATEWAY_MASTER_KEY, FRONTIER_API_KEY, GATEWAY_TLS_CERTIFICATE,
-                                   GATEWAY_TLS_KEY}
+                                   GATEWAY_TLS_KEY, GATEWAY_BACKUP_KEY}
     assert set(stack.ssh_keys) == {"reds", "gateway"}
 
 

@@ -65,4 +65,4 @@ def test_the_provider_builds_first_so_the_tests_that_need_only_it_need_not_wait_
     monkeypatch.setattr(Artifact, "ensure", lambda self: ensured.append(self.name))
     monkeypatch.setattr(kubebuild, "install_provider_plugin", lambda: ensured.append("provider"))
     kubebuild.ensure_all()
-    assert ensured == ["provider", "etcd", "node", "kubernetes"]
+    assert ensured == ["provider", "etcd", "gvisor", "node", "kubernetes"]

@@ -126,7 +126,7 @@ MISSING = [
      "volume 'token' projects serviceAccountToken"),
     ("an-image-by-tag", _set(("containers", 0, "image"), "registry.example.com/spear/seat:2026.07"),
      "container 'harness': image 'registry.example.com/spear/seat:2026.07' has no @sha256 digest"),
-    ("an-init-image-by-tag", _set(("initContainers", 0, "image"), "busybox:1.36"),
+    ("an-init-image-by-tag", _set(("initContainers", 1, "image"), "busybox:1.36"),
      "container 'home': image 'busybox:1.36' has no @sha256 digest"),
     ("the-key-as-a-literal", _set((*HARNESS_ENV, 2), {"name": "OWNED_API_KEY", "value": "sk-ana-VIRTUAL"}),
      "env OWNED_API_KEY holds a key as a literal value"),
@@ -147,9 +147,10 @@ def test_a_pod_missing_one_item_of_the_minimum_is_refused_naming_that_item_only(
     spec = copy.deepcopy(rendered())
     change(spec)
     problems = seat_problems(spec)
-    # One problem, or one per container for an item of the pod's own context.
+    # One problem, or one per container (the guarded wait, home, the harness) for an item of the
+    # pod's own context.
     assert problems and all(named in problem for problem in problems), problems
-    assert len(problems) == (2 if named.startswith(POD_LEVEL) else 1), problems
+    assert len(problems) == (3 if named.startswith(POD_LEVEL) else 1), problems
 
 
 def test_every_missing_item_is_reported_at_once():

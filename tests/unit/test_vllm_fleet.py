@@ -7,6 +7,7 @@ canary, default-deny egress for the agents."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 from pulumi.runtime import rpc
@@ -14,7 +15,7 @@ from pulumi.runtime import rpc
 from components.vllm_fleet import manifests
 from config.schema import parse
 from spear import tokens, vllm
-from tests.support.config_cases import CANARY_PAIR, REVISION, STABLE_PAIR, fleet_raw
+from tests.support.config_cases import CANARY_PAIR, REVISION, STABLE_PAIR, fleet_raw, seats_raw
 from tests.support.policy_harness import COOKBOOK_VLLM_COMMAND_LINE
 from tests.support.stack_files import mocked_stack, prod_raw, run_main, without_fleet
 
@@ -60,10 +61,37 @@ def test_the_fleet_declares_its_objects_through_its_own_provider():
         "vllm-agents": tokens.K8S_NAMESPACE.type,
         "vllm-agents-deny-egress": tokens.K8S_NETWORK_POLICY.type,
         "vllm-agents-allow-egress": tokens.K8S_NETWORK_POLICY.type,
+        "vllm-ingress": tokens.K8S_NETWORK_POLICY.type,
     }
     for name, args in mocks.resources.items():
         if args.typ.startswith("kubernetes:"):
             assert args.provider and "vllm-cluster" in args.provider, name
+
+
+def test_every_track_takes_connections_only_from_the_gateway_and_the_scraper():
+    host = manifests.fleet_ingress(parse(fleet_raw()).vllm_fleet)
+    spec = host["spec"]
+    # Every track's pods, the canary's too: selected by the fleet's app label alone.
+    assert spec["podSelector"] == {"matchLabels": {"app": "vllm"}}
+    assert spec["policyTypes"] == ["Ingress"]
+    [rule] = spec["ingress"]
+    assert rule["ports"] == [{"protocol": "TCP", "port": 8000}]
+    assert rule["from"] == [{"ipBlock": {"cidr": "10.20.0.10/32"}}]
+    # In the cluster: the gateway's pods by their labels in their namespace, nothing else.
+    cluster = parse(seats_raw()).vllm_fleet
+    [rule] = manifests.fleet_ingress(cluster)["spec"]["ingress"]
+    assert rule["from"][0] == {
+        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "spear-gateway"}},
+        "podSelector": {"matchLabels": {"app.kubernetes.io/name": "spear-gateway"}}}
+    # An Operator's Prometheus scrapes from its own pods, wherever they run.
+    operator = manifests.fleet_ingress(parse(prod_raw()).vllm_fleet)
+    assert {"namespaceSelector": {}, "podSelector": {"matchLabels": {
+        "app.kubernetes.io/name": "prometheus"}}} in operator["spec"]["ingress"][0]["from"]
+
+
+def test_with_nobody_declared_nothing_reaches_the_fleet():
+    fleet = replace(parse(fleet_raw()).vllm_fleet, ingress_from=())
+    assert manifests.fleet_ingress(fleet)["spec"]["ingress"] == []
 
 
 def test_the_stable_deployment_runs_the_cookbooks_serve_command_with_priority_scheduling():

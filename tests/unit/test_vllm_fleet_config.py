@@ -22,7 +22,7 @@ from tests.support.config_cases import (CANARY_PAIR, DELETE, FLEET, FLEET_SECRET
                                         NEXT_REVISION, REVISION, STABLE_PAIR, allowed_for, changed,
                                         fleet_raw, problem_line, promoted_raw,
                                         repeated_cases, run_program, seats_raw, gateway_raw,
-                                        MASTER_KEY, FRONTIER_KEY)
+                                        MASTER_KEY, FRONTIER_KEY, BACKUP_KEY)
 from tests.support.stack_files import (DUMMY_KEY, PLACEHOLDER_SECRETS, engine_config, prod_raw,
                                        without_fleet)
 
@@ -33,7 +33,30 @@ ALERTS = (*FLEET, "observability")
 
 
 # (id, config, full key without the namespace, a fragment of what is allowed)
+def gateway_raw_to_fleet() -> dict[str, Any]:
+    """The prod example's gateway host, routing coder to the test fleet."""
+    raw = {**gateway_raw(), **{k: v for k, v in fleet_raw().items() if k in ("vllmFleet", "vllmApiKey")}}
+    raw["gateway"]["coder"]["upstreams"].append("vllmFleet")
+    raw["vllmFleet"]["serviceIPs"] = {"stable": "10.96.100.10"}
+    return raw
+
+
 BAD = [
+    ("ingress-from-missing-for-a-gateway-host",
+     changed(gateway_raw_to_fleet(), ("vllmFleet", "ingressFrom"), DELETE),
+     "vllmFleet.ingressFrom", "the addresses the vLLM pods see the gateway host"
+     " (gateway.coder.upstreams names vllmFleet) connect from"),
+    ("ingress-from-missing-for-the-bundled-prometheus",
+     changed(fleet_raw(observability={"prometheus": {"mode": "bundled",
+                                                     "image": "prom/prometheus:v2.53.0"}}),
+             ("vllmFleet", "ingressFrom"), DELETE),
+     "vllmFleet.ingressFrom", "the bundled Prometheus, on the node's network"),
+    ("ingress-from-too-wide", fleet_raw(ingressFrom=["10.0.0.0/8"]),
+     "vllmFleet.ingressFrom[0]", "one host or one subnet"),
+    ("ingress-from-a-name", fleet_raw(ingressFrom=["gateway.internal"]),
+     "vllmFleet.ingressFrom[0]", "an IP network, e.g. 10.0.0.5/32"),
+    ("ingress-from-not-a-list", fleet_raw(ingressFrom="10.20.0.10/32"),
+     "vllmFleet.ingressFrom", "a list of IP networks"),
     ("tool-parser-unknown", fleet_raw(toolCallParser="hermes"),
      "vllmFleet.toolCallParser", "one of qwen3_coder, qwen3_xml"),
     ("tool-parser-alias-on-an-older-previous-pair",
@@ -260,7 +283,8 @@ def host_gateway_raw(**seats: Any) -> dict[str, Any]:
     raw["sshPrivateKeys"]["gateway"] = DUMMY_KEY
     for key in ("gatewayDatabaseUrl", "gatewayTlsCertificate", "gatewayTlsKey"):
         raw.pop(key, None)
-    return {**raw, "gatewayMasterKey": MASTER_KEY, "frontierApiKey": FRONTIER_KEY}
+    return {**raw, "gatewayMasterKey": MASTER_KEY, "frontierApiKey": FRONTIER_KEY,
+            "gatewayBackupKey": BACKUP_KEY}
 
 
 def test_a_gateway_host_on_loopback_is_no_way_out_and_seats_need_its_https_listener():

@@ -156,6 +156,17 @@ def _event_metadata(kwargs: dict[str, Any]) -> dict[str, Any]:
     return _metadata(kwargs.get("litellm_params")) or _metadata(kwargs)
 
 
+def _names_a_deployment(model: object) -> bool:
+    """Whether `model` is a deployment's id rather than a model group's name. LiteLLM's proxy
+    sends such a request straight to that deployment (`specific_deployment`), past the ring
+    filter: any key, the master key included, could otherwise name the canary."""
+    from litellm.proxy import proxy_server  # the running proxy's router, set at its startup
+
+    router = getattr(proxy_server, "llm_router", None)
+    return (isinstance(model, str) and router is not None and model not in router.model_names
+            and router.has_model_id(model))
+
+
 def _model_group(kwargs: dict[str, Any]) -> str | None:
     params = kwargs.get("litellm_params") or {}
     for meta in (params.get("metadata"), params.get("litellm_metadata"), kwargs.get("metadata")):
@@ -239,6 +250,10 @@ class SpearGateway(CustomLogger):
             raise Refusal(403, "hatch_not_direct",
                           f"'{model}' is the gateway's hatch: it answers only when the fleet "
                           f"cannot (429, 5xx, no answer); ask for '{settings.fleet_model}'")
+        if model != settings.fleet_model and _names_a_deployment(model):
+            raise Refusal(403, "spear_deployment_not_direct",
+                          f"'{model}' is one of the gateway's deployments, not a model: ask for "
+                          f"'{settings.fleet_model}', and the key's ring decides what serves it")
         if model != settings.fleet_model:
             return data
         key = getattr(user_api_key_dict, "token", None) or "master-key"

@@ -7,6 +7,7 @@ from policies.gateway import RULES as GATEWAY_RULES
 from policies.kubernetes import RULES as KUBERNETES_RULES
 from policies.kubernetes.agent_seat_sandboxed import POLICY
 from spear import tokens
+from spear.seats import RUNTIME_CLASS
 from tests.support.policy_harness import (UNKNOWN, check_resource, check_stack, kube_objects,
                                           kube_stack, prod_stack, seat_objects)
 
@@ -114,3 +115,36 @@ def test_no_other_rule_of_the_pack_refuses_the_seats_objects():
         else:
             for name, (kind, props) in seats.items():
                 assert check_resource(rule.POLICY, kind, props, secret_outputs=[]) == [], (rule, name)
+
+
+def test_where_the_namespace_names_a_sandbox_runtime_a_seat_without_it_is_refused():
+    found = objects()
+    found["vllm-agents"][1]["metadata"]["labels"][RUNTIME_CLASS] = "gvisor"
+    [message] = check_stack(POLICY, prod_stack(), kube_stack(found))
+    assert message.startswith(f"{SEED}: Deployment 'seat-ana-codex' in the agent namespace:"
+                              " runtimeClassName is None, not 'gvisor'")
+    seat_pod(found)["runtimeClassName"] = "runc"
+    [message] = check_stack(POLICY, prod_stack(), kube_stack(found))
+    assert "runtimeClassName is 'runc', not 'gvisor'" in message
+    seat_pod(found)["runtimeClassName"] = "gvisor"
+    assert check_stack(POLICY, prod_stack(), kube_stack(found)) == []
+
+
+def test_the_stacks_runtime_class_labels_the_namespace_and_runs_every_seat_and_check_with_it():
+    from components.agent_seats import manifests as seat_manifests
+    from components.vllm_fleet import manifests as fleet_manifests
+    from config.schema import parse
+    from tests.support.config_cases import seats_raw
+    raw = seats_raw()
+    raw["vllmFleet"]["agentSandbox"]["runtimeClass"] = "gvisor"
+    cfg = parse(raw)
+    sandbox = cfg.vllm_fleet.agent_sandbox
+    assert fleet_manifests.sandbox_namespace(sandbox)["metadata"]["labels"][RUNTIME_CLASS] == "gvisor"
+    trust = seat_manifests.GatewayTrust.of(cfg.gateway)
+    [seat] = sandbox.seats.values()
+    entry = seat_manifests.wiring(seat, "https://gateway", cfg.harnesses, None)
+    deployment = seat_manifests.deployment(sandbox, seat, entry, trust)
+    job = seat_manifests.dialect_check_job(sandbox, seat_manifests.dialect_check(sandbox, "codex"),
+                                           entry, trust)
+    for spec in (deployment["spec"]["template"]["spec"], job["spec"]["template"]["spec"]):
+        assert spec["runtimeClassName"] == "gvisor"
