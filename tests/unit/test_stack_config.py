@@ -404,3 +404,25 @@ def test_load_bad_config_registers_zero_resources(mocks, config, secret_keys, ke
         run_program(config, secret_keys)
     problem_line(error.value, key)
     assert mocks.registered == []
+
+
+@pytest.mark.parametrize("stack,dry_run,refused", [
+    ("prod", False, True), ("prod", True, False), ("local", False, False)])
+def test_the_example_passphrase_deploys_only_the_local_stack(monkeypatch, stack, dry_run, refused):
+    from spear.rules import EXAMPLE_PASSPHRASE, PASSPHRASE_ENV
+    from tests.support.stack_files import RecordingMocks, engine_config, prod_raw
+    monkeypatch.setenv(PASSPHRASE_ENV, EXAMPLE_PASSPHRASE)
+    pulumi.runtime.set_mocks(RecordingMocks(), project="spear-fleet", stack=stack, preview=dry_run)
+    pulumi.runtime.set_all_config(engine_config(prod_raw()), [
+        "spear-fleet:sshPrivateKeys", "spear-fleet:kubeconfig", "spear-fleet:vllmApiKey"])
+    try:
+        if refused:
+            with pytest.raises(StackConfigError) as error:
+                load()
+            assert str(error.value).splitlines()[1] == (
+                "PULUMI_CONFIG_PASSPHRASE: got the public example passphrase; allowed: a"
+                f" passphrase of your own for the {stack} stack (only local may use the example's)")
+        else:
+            assert load().config.inference_hosts
+    finally:
+        pulumi.runtime.set_all_config({}, [])
