@@ -180,6 +180,30 @@ class Project:
     def destroy(self, stack: str, *extra: str) -> Update:
         return self._with_events("destroy", stack, *extra)
 
+    def own_passphrase(self, stack: str, passphrase: str) -> None:
+        """The stack's secrets re-encrypted under `passphrase` (a committed example's are under
+        the public one, which deploys only the local stack: config/load.py), and the project's
+        commands run with it from now on."""
+        shown = json.loads(self.pulumi("config", "--stack", stack, "--show-secrets",
+                                       "--json").stdout)
+        secrets = {key: entry for key, entry in shown.items() if entry.get("secret")}
+        path = self.dir / "stacks" / f"Pulumi.{stack}.yaml"
+        doc = yaml.safe_load(path.read_text())
+        doc.pop("encryptionsalt", None)
+        for key in secrets:
+            doc["config"].pop(key, None)
+        path.write_text(yaml.safe_dump(doc))
+        self.env["PULUMI_CONFIG_PASSPHRASE"] = passphrase
+        for key, entry in secrets.items():
+            values = entry.get("objectValue")
+            if isinstance(values, dict):  # sshPrivateKeys: a map of secrets
+                for name, text in values.items():
+                    self.pulumi("config", "set", "--secret", "--path", "--stack", stack,
+                                f"{key}.{name}", stdin=text)
+            else:
+                self.pulumi("config", "set", "--secret", "--stack", stack, key,
+                            stdin=entry["value"])
+
     def outputs(self, stack: str) -> dict[str, Any]:
         return json.loads(self.pulumi("stack", "output", "--stack", stack, "--json",
                                       "--show-secrets").stdout)

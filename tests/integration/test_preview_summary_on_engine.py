@@ -66,6 +66,8 @@ def deployed_prod(tmp_path_factory) -> Project:
     # test_vllm_fleet_on_kubernetes.py. Here it is left out.
     for key in ("vllmFleet", "kubeconfig"):
         project.pulumi("config", "rm", "--stack", "prod", f"spear-fleet:{key}")
+    # Deployed as a team deploys it: under a passphrase of its own, not the example's.
+    project.own_passphrase("prod", "summary-test-passphrase")
     module = project.dir / "components" / "hostops" / "host_resource.py"
     real = module.read_text()
     module.write_text(real + HOST_STAND_IN)
