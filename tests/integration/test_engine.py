@@ -111,10 +111,10 @@ def test_prod_previews_without_its_hosts_and_never_shows_the_key(tmp_path):
     assert "connection" in shown.stdout and "[secret]" in shown.stdout
     preview = project.preview("prod")
     # The inference host's 10 (stack, component, 8 parts, its host key's record among them) and
-    # the vLLM fleet's 16 (component, provider, 14 objects, its dashboard and the Prometheus
-    # Operator's rule and pod monitor among them): the fleet previews although k8s.prod.internal
-    # does not resolve here.
-    assert preview["changeSummary"] == {"create": 26}
+    # the vLLM fleet's 17 (component, provider, 15 objects, its dashboard, its ingress policy and
+    # the Prometheus Operator's rule and pod monitor among them): the fleet previews although
+    # k8s.prod.internal does not resolve here.
+    assert preview["changeSummary"] == {"create": 27}
     kinds = {step["urn"].rsplit("::", 1)[1]: step["urn"].split("::")[-2].rsplit("$", 1)[-1]
              for step in preview["steps"]}
     assert kinds["vllm-stable"] == "kubernetes:apps/v1:Deployment"
