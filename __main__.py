@@ -76,7 +76,8 @@ if gateway_cfg is not None and gateway_cfg.kubernetes is not None:
         database_url=stack.api_keys[GATEWAY_DATABASE_URL],
         developers=cfg.developers, harnesses=harnesses, fleet=fleet_routes,
         tls_certificate=stack.api_keys.get(GATEWAY_TLS_CERTIFICATE),
-        tls_key=stack.api_keys.get(GATEWAY_TLS_KEY)))
+        tls_key=stack.api_keys.get(GATEWAY_TLS_KEY),
+        backup_key=stack.api_keys.get(GATEWAY_BACKUP_KEY)))
 elif gateway_cfg is not None:
     gateway = Gateway(gateway_cfg.name, GatewayArgs(
         config=gateway_cfg,

@@ -302,12 +302,23 @@ class DatabaseBackupPlan:
 
 
 @dataclass(frozen=True, kw_only=True)
+class ClusterBackupPlan:
+    """gateway.database.backup with gateway.kubernetes: pg_dump of the external database by a
+    CronJob in the gateway's namespace, into a volume that outlives the gateway."""
+    schedule: str  # a cron expression
+    keep: int  # the newest dumps kept
+    host_path: str | None  # a folder on the node (a one-node cluster, the local one)
+    claim: str | None  # or a PersistentVolumeClaim of the namespace that the operator provides
+
+
+@dataclass(frozen=True, kw_only=True)
 class GatewayDatabase:
     location: str  # one of DATABASE_LOCATIONS
     port: int  # the local cluster's port on the gateway host (unused when external)
     query_engine: str  # one of QUERY_ENGINES
-    backup: DatabaseBackupPlan | None = None  # local only
-    restore_from: str | None = None  # a dump in backup.folder, loaded into a database made anew
+    # On a gateway host (the local database); in the cluster (the external database) a CronJob.
+    backup: DatabaseBackupPlan | ClusterBackupPlan | None = None
+    restore_from: str | None = None  # a dump of the backups, loaded into a database made anew
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,8 @@ GATEWAY_PART_NAMES = {
     tokens.K8S_CONFIG_MAP.type: "gateway ConfigMap",
     tokens.K8S_DEPLOYMENT.type: "gateway Deployment",
     tokens.K8S_SERVICE.type: "gateway Service",
-    tokens.K8S_JOB.type: "gateway migrations Job",
+    tokens.K8S_JOB.type: "gateway Job",  # its migrations, a restore from a backup
+    tokens.K8S_CRON_JOB.type: "gateway database backup CronJob",
 }
 
 
@@ -190,6 +191,8 @@ KINDS = (
     # The node guard's (components/agent_seats/node_guard.py): its program and settings change
     # with its ConfigMap, which restarts the DaemonSet's pods; the table stays on the node.
     Kind.of(tokens.K8S_DAEMON_SET, "DaemonSet", ROLLING_UPDATE),
+    # The in-cluster gateway's backups: a change is used from the next run on.
+    Kind.of(tokens.K8S_CRON_JOB, "CronJob", CONFIG_ONLY),
     Kind.of(tokens.K8S_SERVICE_ACCOUNT, "ServiceAccount", CONFIG_ONLY),
     Kind.of(tokens.K8S_ROLE, "Role", CONFIG_ONLY),
     Kind.of(tokens.K8S_ROLE_BINDING, "RoleBinding", CONFIG_ONLY),

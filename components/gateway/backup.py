@@ -38,9 +38,35 @@ DUMP_NAME = f"^{BACKUP_DUMP.pattern}$"  # backup-database.sh's names, for grep -
 CIPHER = ("-aes-256-cbc", "-pbkdf2", "-iter", "200000")
 
 
+def rendered_script() -> str:
+    """backup-database.sh with the cipher it encrypts with, for a host and for the cluster."""
+    return SCRIPT.read_text().replace("@CIPHER@", " ".join(CIPHER))
+
+
 def key_file(runtime_dir: str) -> str:
     """Where the host keeps the passphrase the dumps are encrypted with (root's, 0600)."""
     return posixpath.join(runtime_dir, "config", "backup.key")
+
+
+def restore_script(dump: str, key: str, psql: str, pg_restore: str, where: str) -> str:
+    """Shell that loads the encrypted `dump` into the database that `psql` and `pg_restore` (their
+    command lines, up to their own options) reach, only if it holds no table yet (a database
+    made anew); it sets `restored` to the dump's path when it did. Decrypted with the key file
+    into pg_restore's stdin; a wrong key fails it, naming the key. `where`: where the dump was
+    looked for, for the error."""
+    q, k = shlex.quote(dump), shlex.quote(key)
+    return f"""restored=
+tables=$({psql} -Atc "SELECT count(*) FROM pg_tables WHERE schemaname = 'public'")
+if [ "$tables" = 0 ]; then
+  [ -f {q} ] || {{ echo "gateway.database.restoreFrom: there is no {q} {where}" >&2; exit 1; }}
+  status=$(mktemp)
+  {{ openssl enc -d {" ".join(CIPHER)} -pass file:{k} < {q}; echo $? > "$status"; }} \
+    | {pg_restore} --exit-on-error
+  decrypted=$(cat "$status"); rm -f "$status"
+  [ "$decrypted" = 0 ] || {{ echo "gateway.database.restoreFrom: {q} does not decrypt with" \
+    "gatewayBackupKey" >&2; exit 1; }}
+  restored={q}
+fi"""
 
 
 def render_units(plan: DatabaseBackupPlan, runtime_dir: str, port: int, cluster_unit: str
@@ -147,6 +173,6 @@ class DatabaseBackup(HostResource, module=tokens.DYNAMIC_MODULE, name=tokens.GAT
             "units": args.units,
             "on_calendar": args.on_calendar,
             "folder": args.folder,
-            "script": SCRIPT.read_text().replace("@CIPHER@", " ".join(CIPHER)),
+            "script": rendered_script(),
             "key": args.key,
         }, opts, outputs=("first_dump", "dumps"), secret_inputs=("key",))

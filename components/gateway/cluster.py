@@ -16,6 +16,7 @@ developers' keys and smoke tests go through the API server's proxy to the gatewa
 from __future__ import annotations
 
 import json
+import posixpath
 import urllib.parse
 from dataclasses import dataclass
 from typing import Any
@@ -26,6 +27,7 @@ from pulumi.dynamic import ReadResult
 
 from components.gateway import DeveloperAccess, FleetRoutes, HarnessPins
 from components.gateway import cluster_manifests as manifests
+from components.gateway.backup import rendered_script, restore_script
 from components.gateway.render import (DATABASE_URL_ENV, FRONTIER_KEY_ENV, HOSTS_DIR, config_facts,
                                        hatch_outputs,
                                        MASTER_KEY_ENV, hooks_digest, render_config,
@@ -60,6 +62,7 @@ class ClusterGatewayArgs:
     # gateway.kubernetes.tls's certificate bundle and key (secrets); None without it.
     tls_certificate: pulumi.Input[str] | None = None
     tls_key: pulumi.Input[str] | None = None
+    backup_key: pulumi.Input[str] | None = None  # gatewayBackupKey, secret: with a backup
 
 
 class ClusterGateway(pulumi.ComponentResource):
@@ -115,10 +118,11 @@ class ClusterGateway(pulumi.ComponentResource):
             metadata={"name": manifests.MIGRATE_CONFIG_MAP, "namespace": place.namespace,
                       "labels": manifests.LABELS},
             data={"migrate.sh": migrate_sh}, opts=after(self.namespace))
+        self.backup = self._backup(name, cfg, args, after)
         # pulumi-kubernetes waits for the Job to complete (and fails the `up` when it fails).
         self.migrations = k8s.batch.v1.Job(
             f"{name}-migrations", **manifests.migration_job(cfg, migrate_sh),
-            opts=after(self.secret, self.migrate_script))
+            opts=after(self.secret, self.migrate_script, *self.backup[-1:]))
 
         # Pod-template annotations: a change of any rolls the pods, each proving its routes anew.
         rollout = {
@@ -185,6 +189,31 @@ class ClusterGateway(pulumi.ComponentResource):
             **self.access.outputs(),
         }
         self.register_outputs(self.outputs)
+
+    def _backup(self, name: str, cfg: GatewayConfig, args: ClusterGatewayArgs,
+                after: Any) -> list[pulumi.Resource]:
+        """gateway.database.backup: its key, its script and the CronJob; with restoreFrom, the
+        restore Job, which the migrations wait for (last in the list)."""
+        plan = cfg.database.backup if cfg.database else None
+        if plan is None:
+            return []
+        script = rendered_script()
+        key = k8s.core.v1.Secret(f"{name}-backup-key", **manifests.backup_key_secret(
+            cfg, pulumi.Output.secret(args.backup_key)), opts=after(self.namespace))
+        script_map = k8s.core.v1.ConfigMap(f"{name}-backup-script",
+                                           **manifests.backup_script(cfg, script),
+                                           opts=after(self.namespace))
+        made: list[pulumi.Resource] = [key, script_map, k8s.batch.v1.CronJob(
+            f"{name}-backup", **manifests.backup_cron_job(cfg, script),
+            opts=after(self.secret, key, script_map))]
+        if cfg.database.restore_from:
+            restore = restore_script(posixpath.join(manifests.BACKUP_DIR, cfg.database.restore_from),
+                                     manifests.BACKUP_KEY_FILE, 'psql "$DATABASE_URL"',
+                                     'pg_restore --dbname="$DATABASE_URL" --no-owner',
+                                     "in the backups' volume")
+            made.append(k8s.batch.v1.Job(f"{name}-restore", **manifests.restore_job(cfg, restore),
+                                         opts=after(self.secret, key)))
+        return made
 
 
 # ---------------------------------------------------------------------------------------------

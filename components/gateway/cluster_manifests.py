@@ -16,7 +16,7 @@ import json
 from typing import Any
 
 from components.gateway.render import HOOK_FILES
-from config.types import Gateway
+from config.types import ClusterBackupPlan, Gateway
 from spear.rules import GATEWAY_APP, GATEWAY_POD_LABELS
 
 NAME = GATEWAY_APP
@@ -26,6 +26,11 @@ SECRET = NAME  # the master key, the frontier key, the database URL, the fleet's
 CONFIG_MAP = f"{NAME}-config"  # config.yaml, the hook package, the routes to prove
 MIGRATE_CONFIG_MAP = f"{NAME}-migrate"  # hosts/gateway/migrate.sh
 TLS_SECRET = f"{NAME}-tls"  # gateway.kubernetes.tls: the certificate bundle and its key
+# gateway.database.backup in the cluster: the CronJob, the Secret of gatewayBackupKey and the
+# ConfigMap of hosts/gateway/backup-database.sh, all named so; a restore's Job is NAME-restore-*.
+BACKUP = f"{NAME}-backup"
+BACKUP_DIR, BACKUP_KEY_DIR, BACKUP_SCRIPT_DIR = "/backups", "/etc/spear-backup", "/backup"
+BACKUP_KEY_FILE = f"{BACKUP_KEY_DIR}/key"
 CONFIG_DIR = "/config"
 TLS_DIR = "/tls"
 MIGRATE_DIR = "/migrate"
@@ -199,3 +204,82 @@ def migration_job(gateway: Gateway, migrate_sh: str) -> dict[str, Any]:
             },
         },
     }
+
+
+# ---------------------------------------------------------------------------------------------
+# gateway.database.backup in the cluster: the external database dumped by a CronJob into a
+# volume that outlives the gateway (a claim, or a folder of a one-node cluster's node), each dump
+# encrypted with gatewayBackupKey by the gateway hosts' own script (components/gateway/backup.py).
+
+
+def backup_key_secret(gateway: Gateway, key: Any) -> dict[str, Any]:
+    return {"metadata": {"name": BACKUP, "namespace": gateway.kubernetes.namespace,
+                         "labels": LABELS},
+            "string_data": {"key": key}, "type": "Opaque"}
+
+
+def backup_script(gateway: Gateway, script: str) -> dict[str, Any]:
+    return {"metadata": {"name": BACKUP, "namespace": gateway.kubernetes.namespace,
+                         "labels": LABELS},
+            "data": {"backup-database.sh": script}}
+
+
+def _backup_pod(gateway: Gateway, command: list[str], env: list[dict[str, Any]]) -> dict[str, Any]:
+    """A pod of the gateway's image, as its user, with the database URL, the key and the dumps'
+    volume."""
+    cluster, plan = gateway.kubernetes, gateway.database.backup
+    assert isinstance(plan, ClusterBackupPlan)
+    volume = ({"hostPath": {"path": plan.host_path, "type": "Directory"}} if plan.host_path
+              else {"persistentVolumeClaim": {"claimName": plan.claim}})
+    return {
+        # Not the gateway's app label: the Service must never send a request here.
+        "metadata": {"labels": {**LABELS, APP_LABEL: BACKUP}},
+        "spec": {
+            "restartPolicy": "Never",
+            "securityContext": {"runAsNonRoot": True, "runAsUser": UID, "runAsGroup": UID,
+                                "fsGroup": UID},
+            "containers": [{
+                "name": "backup", "image": cluster.image, "command": command,
+                "env": [{"name": "HOME", "value": "/tmp"}, *env],
+                "envFrom": [{"secretRef": {"name": SECRET}}],  # DATABASE_URL
+                "volumeMounts": [
+                    {"name": "backups", "mountPath": BACKUP_DIR},
+                    {"name": "key", "mountPath": BACKUP_KEY_DIR, "readOnly": True},
+                    {"name": "script", "mountPath": BACKUP_SCRIPT_DIR, "readOnly": True}],
+                "securityContext": _security(),
+                "terminationMessagePolicy": "FallbackToLogsOnError",
+            }],
+            "volumes": [{"name": "backups", **volume},
+                        {"name": "key", "secret": {"secretName": BACKUP, "defaultMode": 0o400}},
+                        {"name": "script", "configMap": {"name": BACKUP}}],
+        },
+    }
+
+
+def backup_cron_job(gateway: Gateway, script: str) -> dict[str, Any]:
+    """The CronJob; its pod template carries the script's digest, so a new script is used at
+    the next run."""
+    plan = gateway.database.backup
+    assert isinstance(plan, ClusterBackupPlan)
+    pod = _backup_pod(gateway, ["sh", f"{BACKUP_SCRIPT_DIR}/backup-database.sh"], [
+        {"name": "SPEAR_BACKUP_FOLDER", "value": BACKUP_DIR},
+        {"name": "SPEAR_BACKUP_KEEP", "value": str(plan.keep)},
+        {"name": "SPEAR_BACKUP_KEY_FILE", "value": BACKUP_KEY_FILE}])
+    pod["metadata"]["annotations"] = {"spear-fleet/script-sha256": digest(script)}
+    return {"metadata": {"name": BACKUP, "namespace": gateway.kubernetes.namespace,
+                         "labels": LABELS},
+            "spec": {"schedule": plan.schedule, "concurrencyPolicy": "Forbid",
+                     "successfulJobsHistoryLimit": 1, "failedJobsHistoryLimit": 1,
+                     "jobTemplate": {"spec": {"backoffLimit": 0, "template": pod}}}}
+
+
+def restore_job(gateway: Gateway, script: str) -> dict[str, Any]:
+    """gateway.database.restoreFrom: the dump loaded into the external database if it holds no
+    table yet, before the migrations Job; named by the dump, so another dump is another Job."""
+    dump = gateway.database.restore_from
+    assert dump is not None
+    return {"metadata": {"name": f"{NAME}-restore-{digest(dump)[:10]}",
+                         "namespace": gateway.kubernetes.namespace, "labels": LABELS},
+            "spec": {"backoffLimit": 0, "template": _backup_pod(
+                gateway, ["sh", "-c", f"set -eu\ncd /tmp\n{script}\necho \"restored=$restored\""],
+                [])}}

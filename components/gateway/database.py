@@ -20,7 +20,7 @@ from typing import Any
 import pulumi
 from pulumi.dynamic import ReadResult
 
-from components.gateway.backup import CIPHER, key_file
+from components.gateway.backup import key_file, restore_script
 from components.gateway.render import HOSTS_DIR
 from components.hostops.host_resource import HostProvider, HostResource
 from components.hostops.ssh import RemoteError, Session
@@ -146,26 +146,14 @@ runuser -u postgres -- psql -p {port} -d {DATABASE} -Atc 'SELECT id FROM spear_r
 
 
 def _restore(dump: str | None, port: int, key: str) -> str:
-    """The script's part that loads `dump` into the database if it holds no table yet (a
-    database made anew): decrypted with the key file (backup.py's cipher) into pg_restore's
-    stdin, since the dump is root's (0600); a wrong key fails the restore, naming it."""
+    """The script's part that loads `dump` into the local database if it holds no table yet (a
+    database made anew); pg_restore reads it on stdin, since the dump is root's (0600)."""
     if not dump:
         return "restored="
-    q, k = shlex.quote(dump), shlex.quote(key)
-    return f"""restored=
-tables=$(runuser -u postgres -- psql -p {port} -d {DATABASE} -Atc \
-  "SELECT count(*) FROM pg_tables WHERE schemaname = 'public'")
-if [ "$tables" = 0 ]; then
-  [ -f {q} ] || {{ echo "gateway.database.restoreFrom: there is no {q} on the gateway host" >&2; exit 1; }}
-  status=$(mktemp)
-  {{ openssl enc -d {" ".join(CIPHER)} -pass file:{k} < {q}; echo $? > "$status"; }} \
-    | runuser -u postgres -- pg_restore -p {port} -d {DATABASE} --no-owner --role={ROLE} \
-      --exit-on-error
-  decrypted=$(cat "$status"); rm -f "$status"
-  [ "$decrypted" = 0 ] || {{ echo "gateway.database.restoreFrom: {q} does not decrypt with" \
-    "gatewayBackupKey" >&2; exit 1; }}
-  restored={q}
-fi"""
+    as_postgres = "runuser -u postgres --"
+    return restore_script(dump, key, f"{as_postgres} psql -p {port} -d {DATABASE}",
+                          f"{as_postgres} pg_restore -p {port} -d {DATABASE} --no-owner"
+                          f" --role={ROLE}", "on the gateway host")
 
 
 KINDS = (

@@ -19,7 +19,8 @@ from config.schema.common import api_key, ssh_key_entry, ssh_target
 from config.types import (DATABASE_LOCATIONS, EXTERNAL_DATABASE, FRONTIER_API_KEY,
                           GATEWAY_BACKUP_KEY, GATEWAY_DATABASE_URL, GATEWAY_MASTER_KEY, GATEWAY_TLS_CERTIFICATE,
                           GATEWAY_TLS_KEY, LOCAL_DATABASE, OFFLINE_ENGINE, QUERY_ENGINES, ApiKey,
-                          Gateway, GatewayCluster, GatewayTls, DatabaseBackupPlan, TlsListener,
+                          Gateway, GatewayCluster, GatewayTls, ClusterBackupPlan,
+                          DatabaseBackupPlan, TlsListener,
                           GatewayDatabase, Hatch, PackageSource, Pricing)
 from config import tls
 from spear.rules import (BACKUP_DUMP, BACKUP_DUMP_TEXT, FLEET_UPSTREAM, alert_below_cap,
@@ -303,7 +304,8 @@ def _database(check: Checker, value: Any, has_url: bool, in_cluster: bool,
     if location == LOCAL_DATABASE and has_url:
         check.report(GATEWAY_DATABASE_URL, "a database URL with a local database",
                      "no gatewayDatabaseUrl, or gateway.database.location external")
-    backup = _backup(check, get(database, "backup"), location)
+    backup = (_cluster_backup(check, get(database, "backup")) if in_cluster
+              else _backup(check, get(database, "backup"), location))
     if backup is not None and not has_backup_key:
         check.report(GATEWAY_BACKUP_KEY, "nothing", "a secret (required with"
                      " gateway.database.backup: every dump is encrypted with it, and a restore"
@@ -312,9 +314,11 @@ def _database(check: Checker, value: Any, has_url: bool, in_cluster: bool,
     if get(database, "restoreFrom") is not MISSING:
         restore_from = check.pattern("gateway.database.restoreFrom", get(database, "restoreFrom"),
                                      BACKUP_DUMP, BACKUP_DUMP_TEXT)
-        if backup is None and location == LOCAL_DATABASE:
+        if backup is None and (location == LOCAL_DATABASE or in_cluster):
             check.report("gateway.database.restoreFrom", "a dump without gateway.database.backup",
-                         "a dump in gateway.database.backup.folder (declare the backup)")
+                         f"{'a dump in the volume of' if in_cluster else 'a dump in'}"
+                         f" gateway.database.backup{'' if in_cluster else '.folder'} (declare the"
+                         " backup)")
     if None in (location, port, engine):
         return None
     return GatewayDatabase(location=location, port=port, query_engine=engine, backup=backup,
@@ -323,6 +327,40 @@ def _database(check: Checker, value: Any, has_url: bool, in_cluster: bool,
 
 # A systemd calendar expression's characters; the gateway host's systemd checks the rest.
 _CALENDAR = re.compile(r"[A-Za-z0-9*:,./~ -]{1,100}")
+
+
+# A cron schedule's five fields (Kubernetes checks the rest).
+_CRON = re.compile(r"(@(hourly|daily|weekly|monthly|yearly))|([0-9*/,-]+( [0-9*/,-]+){4})")
+
+
+def _cluster_backup(check: Checker, value: Any) -> ClusterBackupPlan | None:
+    """The in-cluster gateway's: a CronJob dumps the external database into a volume."""
+    if value is MISSING:
+        return None
+    key = "gateway.database.backup"
+    backup = check.obj(key, value, ("schedule", "keep", "hostPath", "claim"))
+    if backup is None:
+        return None
+    start = check.mark()
+    schedule = check.pattern(f"{key}.schedule", get(backup, "schedule"), _CRON,
+                             "a cron schedule, e.g. \"0 3 * * *\" or @daily", default="0 3 * * *")
+    keep = check.integer(f"{key}.keep", get(backup, "keep"), 1, 365, default=7)
+    host_path = None if get(backup, "hostPath") is MISSING else check.text(
+        f"{key}.hostPath", get(backup, "hostPath"), absolute_dir,
+        "an absolute folder on the node, writable by user 1000 (a one-node cluster)")
+    claim = None if get(backup, "claim") is MISSING else check.pattern(
+        f"{key}.claim", get(backup, "claim"), _CLAIM, "a PersistentVolumeClaim's name in the"
+        " gateway's namespace")
+    if (get(backup, "hostPath") is MISSING) == (get(backup, "claim") is MISSING):
+        check.report(key, "both hostPath and claim" if host_path or claim else "neither hostPath"
+                     " nor claim", "one of hostPath (a folder on the node) or claim (a"
+                     " PersistentVolumeClaim): where the dumps outlive the gateway")
+    if not check.clean_since(start):
+        return None
+    return ClusterBackupPlan(schedule=schedule, keep=keep, host_path=host_path, claim=claim)
+
+
+_CLAIM = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
 
 
 def _backup(check: Checker, value: Any, location: str | None) -> DatabaseBackupPlan | None:

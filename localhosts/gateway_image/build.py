@@ -10,7 +10,8 @@ One layer, taken from this machine (Debian 12, the node's release), with localho
   shebangs are absolute), with VENV linking to it; its interpreter links point at the image's
   python3.11 (the venv may have been made by another 3.11, pyenv's on a test machine);
 - node and the prisma-offline bundle at BUNDLE_DIR (QUERY_ENGINE is its `#!/usr/bin/env node`);
-- what migrate.sh runs (MIGRATE_COMMANDS; psql is PostgreSQL 15's binary itself, not Debian's
+- what migrate.sh and the backup's script run (MIGRATE_COMMANDS, PG_PROGRAMS: psql, pg_dump and
+  pg_restore are PostgreSQL 15's binaries themselves, not Debian's
   perl wrapper) and what else is run (OTHER_COMMANDS);
 - the shared libraries `ldd` lists for all of these and for the venv's extension modules (but
   the libraries the venv bundles, which are in it as files already).
@@ -56,14 +57,19 @@ READINESS_PATH = "/health/readiness"
 MIGRATE_DIR = "/migrate"
 MIGRATE_COMMAND = ("bash", f"{MIGRATE_DIR}/migrate.sh", "--venv", VENV)
 NODE = "/usr/bin/node"
-PSQL = "/usr/lib/postgresql/15/bin/psql"  # at /usr/bin/psql
+# The in-cluster backup's (hosts/gateway/backup-database.sh from the CronJob, a restore's Job):
+# PostgreSQL 15's own binaries, at /usr/bin, as psql.
+PG_PROGRAMS = tuple(f"/usr/lib/postgresql/15/bin/{name}" for name in ("psql", "pg_dump",
+                                                                      "pg_restore"))
 # What hosts/gateway/migrate.sh runs (tests/unit/test_gateway_image.py finds each in it).
 MIGRATE_COMMANDS = ("bash", "python3", "psql", "date", "basename", "dirname", "grep",
                     "sha256sum", "cut", "find", "sort")
 # And what else runs: env for the `#!/usr/bin/env` shebangs (the query engine's, migrate.sh's);
 # cat and openssl for prisma-client-py's platform check before it starts the engine
 # (`cat /etc/os-release`, `openssl version`); sleep for a Job that waits for its database.
-OTHER_COMMANDS = ("env", "cat", "openssl", "sleep")
+OTHER_COMMANDS = ("env", "cat", "openssl", "sleep",
+                  # and what the backup's script runs besides (openssl encrypts each dump).
+                  "sh", "mv", "rm", "mkdir", "mktemp")
 ENV = {
     "PATH": image_files.PATH_ENV.removeprefix("PATH="),  # never VENV/bin: see image_config
     "PRISMA_QUERY_ENGINE_BINARY": QUERY_ENGINE,
@@ -113,8 +119,9 @@ def image_entries(venv: Path, bundle: Path) -> Entries:
     entries[VENV] = ("symlink", real_venv)
     elves += image_files.add_tree(str(bundle), entries, at=BUNDLE_DIR)
     add_host_file(NODE, entries)
-    add_host_file(PSQL, entries, at="/usr/bin/psql")
-    elves += [NODE, PSQL]
+    for program in PG_PROGRAMS:
+        add_host_file(program, entries, at=f"/usr/bin/{os.path.basename(program)}")
+    elves += [NODE, *PG_PROGRAMS]
     for name in sorted({*MIGRATE_COMMANDS, *OTHER_COMMANDS} - {"python3", "psql"}):
         path = command_path(name)
         add_host_file(path, entries)

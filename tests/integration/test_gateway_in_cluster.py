@@ -32,6 +32,7 @@ import socket
 import ssl
 import subprocess
 import threading
+import time
 import urllib.parse
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
@@ -40,6 +41,7 @@ from typing import Any
 import pytest
 import yaml
 
+from components.gateway.backup import CIPHER
 from components.hostops.waiting import wait_until
 from localhosts import (frontier_standin, gateway_image, harness_install, kubebuild, kubenode,
                         node_guard_image, seat_image, tiny_model)
@@ -100,6 +102,8 @@ FRONTIER_STANDIN = ("__init__.py", "http_standin.py", "frontier_standin.py")
 # One seat per harness: the seat image holds all four (localhosts/seat_image.py).
 SEATS = {f"{SEAT_DEVELOPER}-{h.split('-')[0]}": h for h in HARNESSES}
 BUDGET_REFUSALS = {"spear_budget_exceeded", "budget_exceeded"}
+BACKUP_KEY = "incluster-backup-passphrase-0123456789abcd"
+BACKUPS_KEPT = 2
 
 
 def gateway_config() -> dict[str, Any]:
@@ -154,7 +158,16 @@ def start_outside(client, image: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def stand(kube_cluster, tmp_path_factory):
+def backups(tmp_path_factory):
+    """The node's folder the gateway's backup CronJob writes to (hostPath), its pods' user's."""
+    folder = tmp_path_factory.mktemp("gateway-backups")
+    os.chown(folder, 1000, 1000)
+    folder.chmod(0o700)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def stand(kube_cluster, tmp_path_factory, backups):
     """The stack, its database (on the node's address, so the pods reach it), the stand-ins
     outside the sandbox and the cluster."""
     client = kube_cluster.client()
@@ -173,6 +186,7 @@ def stand(kube_cluster, tmp_path_factory):
         subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
         hosts = local_inference_hosts()
         hosts["inferenceHosts"]["local"]["ssh"]["privateKeyPath"] = str(key)
+        gateway["database"]["backup"] = {"hostPath": str(backups), "keep": BACKUPS_KEPT}
         project.new_stack(STACK, {
             **hosts,
             "gateway": gateway,
@@ -200,7 +214,8 @@ def stand(kube_cluster, tmp_path_factory):
         url = db.url.replace("@127.0.0.1:", f"@{kubenode.NODE_IP}:")
         for name, value in (("gatewayMasterKey", MASTER_KEY), ("frontierApiKey", FRONTIER_KEY),
                             ("vllmApiKey", API_KEY), ("gatewayDatabaseUrl", url),
-                            ("gatewayTlsCertificate", TLS_CERTIFICATE), ("gatewayTlsKey", TLS_KEY)):
+                            ("gatewayTlsCertificate", TLS_CERTIFICATE), ("gatewayTlsKey", TLS_KEY),
+                            ("gatewayBackupKey", BACKUP_KEY)):
             project.pulumi("config", "set", "--secret", "--stack", STACK, f"spear-fleet:{name}",
                            stdin=value)
         yield project, client, db
@@ -780,3 +795,73 @@ def test_a_burst_over_both_replicas_never_spends_more_than_the_budget(stand):
     # Every admitted request settles (in LiteLLM's success logging, just after its answer).
     assert wait_until(lambda: in_flight(db) == 0, 30), in_flight(db)
     assert spent(db, "eve") <= BUDGET
+
+
+
+# ---------------------------------------------------------------------------------------------
+# The in-cluster gateway's backups (gateway.database.backup with gateway.kubernetes), last: the
+# restore moves the gateway to another database.
+
+def dumps(backups) -> list[str]:
+    return sorted(p.name for p in backups.glob("litellm-*.dump"))
+
+
+def run_backup(client) -> None:
+    """One run of the backup CronJob now, as `kubectl create job --from=cronjob/...` makes it."""
+    cron = client.get(f"/apis/batch/v1/namespaces/{GATEWAY_NS}/cronjobs/spear-gateway-backup")
+    name = f"spear-gateway-backup-now-{os.urandom(3).hex()}"
+    client.create(f"/apis/batch/v1/namespaces/{GATEWAY_NS}/jobs",
+                  {"metadata": {"name": name}, "spec": cron["spec"]["jobTemplate"]["spec"]})
+    path = f"/apis/batch/v1/namespaces/{GATEWAY_NS}/jobs/{name}"
+    assert wait_until(lambda: (client.get(path)["status"].get("succeeded") or 0)
+                      + (client.get(path)["status"].get("failed") or 0) > 0, 180)
+    assert client.get(path)["status"].get("succeeded") == 1, client.get(path)["status"]
+
+
+def decrypted(dump) -> bytes:
+    done = subprocess.run(["openssl", "enc", "-d", *CIPHER, "-pass", "stdin", "-in", str(dump)],
+                          input=BACKUP_KEY.encode() + b"\n", capture_output=True, check=True)
+    return done.stdout
+
+
+def test_the_cluster_gateways_backups_are_encrypted_dumps_of_its_database_the_newest_kept(
+        stand, backups):
+    _, client, _ = stand
+    runs = []
+    for _ in range(BACKUPS_KEPT + 1):
+        time.sleep(1)  # dumps are named by the second
+        before = set(dumps(backups))
+        run_backup(client)
+        [made] = set(dumps(backups)) - before
+        runs.append(made)
+    assert dumps(backups) == runs[-BACKUPS_KEPT:]
+    data = (backups / runs[-1]).read_bytes()
+    assert data.startswith(b"Salted__") and b"LiteLLM_VerificationToken" not in data
+    listed = subprocess.run(["pg_restore", "--list"], input=decrypted(backups / runs[-1]),
+                            capture_output=True, check=True).stdout
+    assert b"LiteLLM_VerificationToken" in listed and b"spear_budget_keys" in listed
+
+
+def test_a_lost_cluster_database_comes_back_from_its_backup_with_every_key(stand, backups):
+    project, client, db = stand
+    developer_keys = keys(project)
+    tokens_before = db.psql('SELECT count(*) FROM "LiteLLM_VerificationToken"')
+    # The database is lost: made again, empty, where the gateway looks for it.
+    admin = {**os.environ, "PGHOST": str(db.data_dir), "PGPORT": str(db.port),
+             "PGUSER": "postgres", "PGDATABASE": "postgres"}
+    for sql in (f"DROP DATABASE {db.name} WITH (FORCE)", f"CREATE DATABASE {db.name} OWNER {db.user}"):
+        subprocess.run(["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-c", sql], env=admin,
+                       check=True)
+    project.set_config(STACK, "gateway.database.restoreFrom", dumps(backups)[-1])
+    update = project.up(STACK)
+    assert update.ok, update.output[-8000:]
+    assert update.ops()["gateway-restore"] == "create"
+    assert db.psql('SELECT count(*) FROM "LiteLLM_VerificationToken"') == tokens_before
+    # The replicas started anew on the restored database serve the keys as they were dumped.
+    for pod in gateway_pods(client):
+        client.request("DELETE", f"/api/v1/namespaces/{GATEWAY_NS}/pods/{pod['metadata']['name']}")
+    assert wait_until(lambda: len([p for p in gateway_pods(client) if all(
+        c.get("ready") for c in p["status"].get("containerStatuses") or [{}])]) == REPLICAS, 300)
+    for pod in gateway_pods(client):
+        status, _, answer = ask(pod["status"]["podIP"], developer_keys["ana"])
+        assert status == 200, answer

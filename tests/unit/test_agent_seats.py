@@ -137,18 +137,6 @@ def test_a_wiring_that_would_put_the_key_anywhere_but_a_variable_of_its_own_is_r
 # The component, from the program under Pulumi's mocks.
 
 
-class DependencyMonitor(SecretRecordingMonitor):
-    """Also records each resource's dependencies and provider, by name."""
-
-    def __init__(self, mocks: pulumi.runtime.Mocks) -> None:
-        super().__init__(mocks)
-        self.dependencies: dict[str, list[str]] = {}
-
-    def RegisterResource(self, request):  # noqa: N802 (the gRPC method's name)
-        self.dependencies[request.name] = [urn.rsplit("::", 1)[1] for urn in request.dependencies]
-        return super().RegisterResource(request)
-
-
 @dataclass
 class Program:
     types: dict[str, str]
@@ -161,7 +149,7 @@ class Program:
 
 def run(raw: dict[str, Any]) -> Program:
     mocks = KeyMocks()
-    monitor = DependencyMonitor(mocks)
+    monitor = SecretRecordingMonitor(mocks)
     pulumi.runtime.set_mocks(mocks, project="spear-fleet", stack="prod", monitor=monitor)
     pulumi.runtime.set_all_config(engine_config(raw), SEAT_SECRETS)
     outputs: dict[str, Any] = {}

@@ -197,3 +197,78 @@ def test_the_cluster_placement_needs_the_shared_databases_url():
     del raw["gatewayDatabaseUrl"]
     assert "spear-fleet:gatewayDatabaseUrl: got nothing; allowed: a secret (required with" \
            " gateway.database.location external)" in problems(raw)
+
+
+BACKUP_KEY_TEXT = "cluster-backup-passphrase-0123456789abcdef"
+
+
+def with_backup(raw: dict[str, Any], restore: str | None = None, **backup: Any) -> dict[str, Any]:
+    raw = copy.deepcopy(raw)
+    raw["gateway"]["database"]["backup"] = backup or {"hostPath": "/var/backups/spear-gateway",
+                                                      "keep": 3}
+    if restore:
+        raw["gateway"]["database"]["restoreFrom"] = restore
+    return {**raw, "gatewayBackupKey": BACKUP_KEY_TEXT}
+
+
+def test_the_cluster_gateways_backup_takes_a_schedule_a_keep_and_one_volume():
+    plan = parse(with_backup(cluster_raw())).gateway.database.backup
+    assert (plan.schedule, plan.keep, plan.host_path, plan.claim) == (
+        "0 3 * * *", 3, "/var/backups/spear-gateway", None)
+    claim = parse(with_backup(cluster_raw(), claim="gateway-backups", schedule="@hourly"))
+    assert (claim.gateway.database.backup.claim, claim.gateway.database.backup.schedule) == (
+        "gateway-backups", "@hourly")
+    for bad, key, allowed in (
+            ({"keep": 3}, "gateway.database.backup", "one of hostPath (a folder on the node) or claim"),
+            ({"hostPath": "/b", "claim": "c"}, "gateway.database.backup", "one of hostPath"),
+            ({"hostPath": "/b", "schedule": "at three"}, "gateway.database.backup.schedule",
+             "a cron schedule"),
+            ({"hostPath": "/b", "onCalendar": "daily"}, "gateway.database.backup.onCalendar",
+             "schedule, keep, hostPath, claim")):
+        with pytest.raises(ConfigError) as error:
+            parse(with_backup(cluster_raw(), **bad))
+        assert any(p.key == f"spear-fleet:{key}" and allowed in p.allowed
+                   for p in error.value.problems), error.value
+
+
+def test_a_cluster_restore_needs_the_backup_it_comes_from():
+    raw = copy.deepcopy(cluster_raw())
+    raw["gateway"]["database"]["restoreFrom"] = "litellm-20261201T030000Z.dump"
+    with pytest.raises(ConfigError) as error:
+        parse(raw)
+    assert "gateway.database.restoreFrom: got a dump without gateway.database.backup" in str(error.value)
+
+
+@pytest.fixture(scope="module")
+def backed_up() -> host.Program:
+    return host.run_program(with_backup(cluster_raw(), restore="litellm-20261201T030000Z.dump"),
+                            [*host.SECRETS, "spear-fleet:gatewayDatabaseUrl"])
+
+
+def test_a_cronjob_dumps_the_shared_database_encrypted_with_the_key_into_its_volume(backed_up):
+    assert backed_up.types["gateway-backup"] == tokens.K8S_CRON_JOB.type
+    assert host.is_secret(backed_up.registered["gateway-backup-key"]["stringData"])
+    cron = backed_up.inputs["gateway-backup"]["spec"]
+    assert (cron["schedule"], cron["concurrencyPolicy"]) == ("0 3 * * *", "Forbid")
+    pod = cron["jobTemplate"]["spec"]["template"]["spec"]
+    [container] = pod["containers"]
+    assert container["image"] == IMAGE
+    assert container["command"] == ["sh", "/backup/backup-database.sh"]
+    assert container["envFrom"] == [{"secretRef": {"name": "spear-gateway"}}]  # DATABASE_URL
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert (env["SPEAR_BACKUP_KEEP"], env["SPEAR_BACKUP_KEY_FILE"]) == ("3", "/etc/spear-backup/key")
+    assert {v["name"]: {k: x for k, x in v.items() if k != "name"} for v in pod["volumes"]} == {
+        "backups": {"hostPath": {"path": "/var/backups/spear-gateway", "type": "Directory"}},
+        "key": {"secret": {"secretName": "spear-gateway-backup", "defaultMode": 0o400}},
+        "script": {"configMap": {"name": "spear-gateway-backup"}}}
+    script = backed_up.inputs["gateway-backup-script"]["data"]["backup-database.sh"]
+    assert "openssl enc -e -aes-256-cbc -pbkdf2 -iter 200000" in script
+    assert BACKUP_KEY_TEXT not in json.dumps(backed_up.inputs["gateway-backup"])
+
+
+def test_a_restore_job_loads_the_dump_before_the_migrations_run(backed_up):
+    [restore] = [n for n in backed_up.types if n == "gateway-restore"]
+    command = backed_up.inputs[restore]["spec"]["template"]["spec"]["containers"][0]["command"]
+    assert "/backups/litellm-20261201T030000Z.dump" in command[-1]
+    assert 'pg_restore --dbname="$DATABASE_URL" --no-owner --exit-on-error' in command[-1]
+    assert restore in backed_up.dependencies["gateway-migrations"]

@@ -42,14 +42,17 @@ def local_raw() -> dict[str, Any]:
 
 
 class SecretRecordingMonitor(MockMonitor):
-    """The mock monitor, also recording what each resource tells the engine to keep secret."""
+    """The mock monitor, also recording what each resource tells the engine to keep secret, and
+    its dependencies by name."""
 
     def __init__(self, mocks: pulumi.runtime.Mocks) -> None:
         super().__init__(mocks)
         self.secret_outputs: dict[str, list[str]] = {}
+        self.dependencies: dict[str, list[str]] = {}
 
     def RegisterResource(self, request):  # noqa: N802 (the gRPC method's name)
         self.secret_outputs[request.name] = list(request.additionalSecretOutputs)
+        self.dependencies[request.name] = [urn.rsplit("::", 1)[1] for urn in request.dependencies]
         return super().RegisterResource(request)
 
 
@@ -72,6 +75,7 @@ class Program:
     secret: dict[str, bool] = field(default_factory=dict)  # which outputs are secret
     # What the stack exports of the harnesses: each developer's wiring, the gateway's versions.
     exported: dict[str, Any] = field(default_factory=dict)
+    dependencies: dict[str, list[str]] = field(default_factory=dict)
 
 
 def run_program(raw: dict[str, Any], secret_keys: list[str] = SECRETS) -> Program:
@@ -101,7 +105,7 @@ def run_program(raw: dict[str, Any], secret_keys: list[str] = SECRETS) -> Progra
     return Program({n: a.typ for n, a in mocks.resources.items()},
                    {n: a.inputs for n, a in mocks.resources.items()},
                    {n: plain(a.inputs) for n, a in mocks.resources.items()},
-                   monitor.secret_outputs, secret, exported)
+                   monitor.secret_outputs, secret, exported, monitor.dependencies)
 
 
 def is_secret(value: Any) -> bool:

@@ -18,8 +18,8 @@ from localhosts import image_files
 from localhosts.gateway_image import build
 
 pytestmark = pytest.mark.skipif(
-    not all(os.path.exists(p) for p in (build.NODE, build.PSQL, image_files.PYTHON)),
-    reason="needs this machine's node, PostgreSQL 15's psql and python3.11")
+    not all(os.path.exists(p) for p in (build.NODE, *build.PG_PROGRAMS, image_files.PYTHON)),
+    reason="needs this machine's node, PostgreSQL 15's programs and python3.11")
 
 EXTENSION = "ext/_speedups.cpython-311-x86_64-linux-gnu.so"
 
@@ -141,7 +141,7 @@ def test_the_host_libraries_of_everything_that_runs_are_in_and_the_venvs_own_are
     monkeypatch.setattr(image_files, "shared_libraries", shared_libraries)
     entries = fake.entries()
     assert entries[str(host_only)][0] == "file"
-    for binary in (image_files.PYTHON, build.NODE, build.PSQL, "/usr/bin/bash",
+    for binary in (image_files.PYTHON, build.NODE, *build.PG_PROGRAMS, "/usr/bin/bash",
                    "/usr/bin/grep", fake.extension):
         for library in ldd(binary):
             assert entries[os.path.realpath(library)][0] == "file", (binary, library)

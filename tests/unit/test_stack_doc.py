@@ -38,7 +38,8 @@ def _cases() -> list[dict]:
             gateway_raw(), changed(gateway_raw(), ("gateway", "kubernetes"), {}), pod_raw(),
             reds_raw(), fleet_raw(memoryFloor={"models": {"Qwen/Qwen3-Coder-Next-FP8": {}}}),
             seats_raw(),
-            changed(seats_raw(), ("vllmFleet", "agentSandbox", "seatImage"), {"file": "/none"})]
+            changed(seats_raw(), ("vllmFleet", "agentSandbox", "seatImage"), {"file": "/none"}),
+            changed(seats_raw(), ("gateway", "database", "backup"), {"hostPath": "/b"})]
 
 
 def _obj_sites() -> set[tuple[str, int, int]]:
