@@ -11,15 +11,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from pulumi_policy import EnforcementLevel, PolicyPack  # noqa: E402
 
-from policies.endpoints import RULES as ENDPOINT_RULES  # noqa: E402
-from policies.gateway import RULES as GATEWAY_RULES  # noqa: E402
-from policies.inference import RULES as INFERENCE_RULES  # noqa: E402
-from policies.kubernetes import RULES as KUBERNETES_RULES  # noqa: E402
+from policies.pack import RULES  # noqa: E402
 
 PolicyPack(
     name="spear-fleet",
     # Each rule states its own level; a rule that forgot would block rather than only advise.
     enforcement_level=EnforcementLevel.MANDATORY,
-    policies=[rule.POLICY for rule in (*INFERENCE_RULES, *ENDPOINT_RULES, *GATEWAY_RULES,
-                                       *KUBERNETES_RULES)],
+    policies=[rule.POLICY for rule in RULES],
 )

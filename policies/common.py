@@ -19,7 +19,7 @@ from pulumi_policy import ReportViolation, ResourceValidationArgs
 from pulumi_policy.proxy import UnknownValueError
 
 from spear import tokens
-from spear.rules import IMAGE
+from spear.rules import APP_LABEL, GATEWAY_APP, GATEWAY_FACTS_ANNOTATION, IMAGE
 from spear.tokens import Token
 
 Check = Callable[[ResourceValidationArgs, ReportViolation], None]
@@ -95,8 +95,6 @@ def integer(text: Any) -> int | None:
 # gateway host; in the cluster, the gateway ConfigMap's `config.yaml`, with the same facts as a
 # JSON annotation (components/gateway/cluster_manifests.py).
 
-GATEWAY_APP = ("app.kubernetes.io/name", "spear-gateway")
-FACTS_ANNOTATION = "spear-fleet/facts"
 
 
 @dataclass(frozen=True)
@@ -113,11 +111,11 @@ def gateway_config_view(resource_type: str, props: Any, name: str) -> GatewayCon
     if resource_type != tokens.K8S_CONFIG_MAP.type:
         return None
     metadata = props.get("metadata") or {}
-    if (metadata.get("labels") or {}).get(GATEWAY_APP[0]) != GATEWAY_APP[1] \
+    if (metadata.get("labels") or {}).get(APP_LABEL) != GATEWAY_APP \
             or "config.yaml" not in (props.get("data") or {}):
         return None
     # A gateway ConfigMap without its facts is read as facts that say nothing: fail closed.
-    facts = json.loads((metadata.get("annotations") or {}).get(FACTS_ANNOTATION) or "{}")
+    facts = json.loads((metadata.get("annotations") or {}).get(GATEWAY_FACTS_ANNOTATION) or "{}")
     return GatewayConfigView(name, props["data"]["config.yaml"],
                              {"upstreams": [], "hatch": {"from": None, "to": None,
                                                          "monthly_cap_usd": None,
@@ -141,8 +139,7 @@ def gateway_config(content: Any) -> dict[str, Any]:
     requires missing)."""
     config = yaml.safe_load(str(content))
     return config if isinstance(config, dict) else {}
-# Kubernetes workloads (the vLLM fleet): a Deployment's containers, and the `vllm serve` command
-# line of the ones that run vLLM.
+# vLLM's command line, on a RunPod pod or in a Deployment's containers (the vLLM fleet).
 
 
 def containers(deployment_props: Any) -> list[Any]:
@@ -166,3 +163,37 @@ def serve_argv(container: Any) -> list[str] | None:
 def vllm_containers(deployment_props: Any) -> list[tuple[Any, list[str]]]:
     """(container, its serve command line) for each container of the Deployment that runs vLLM."""
     return [(c, argv) for c in containers(deployment_props) if (argv := serve_argv(c)) is not None]
+
+
+@dataclass(frozen=True)
+class VllmCommand:
+    """One `vllm serve` command line, wherever it runs: what it is called in a message (`pod
+    gpu-vllm`, `container vllm`), its argv and its engine version (the image's tag; None when
+    the image has none)."""
+    target: str
+    argv: list[str]
+    engine_tag: str | None
+
+
+def vllm_commands(resource_type: str, props: Any, name: str) -> list[VllmCommand]:
+    """The vLLM command lines of a resource of any target: a RunPod pod's vLLM (its
+    `command_line`, its pod's image) or each vLLM container of a Deployment; [] for others."""
+    if resource_type == tokens.POD_VLLM.type:
+        image = props.get("image")
+        match = IMAGE.fullmatch(str(image)) if image is not None else None
+        return [VllmCommand(f"pod {name}", list(props["command_line"]),
+                            match["tag"] if match else None)]
+    if resource_type == tokens.K8S_DEPLOYMENT.type:
+        return [VllmCommand(f"container {c['name']}", argv, image_tag(c))
+                for c, argv in vllm_containers(props)]
+    return []
+
+
+def for_vllm_commands(check: Callable[[VllmCommand, ReportViolation], None]) -> Check:
+    """Makes `check(command, report)` a resource validation of every vLLM command line."""
+    @functools.wraps(check)
+    def validate(args: ResourceValidationArgs, report: ReportViolation) -> None:
+        with unknown_is_violation(report):
+            for command in vllm_commands(args.resource_type, args.props, args.name):
+                check(command, report)
+    return validate

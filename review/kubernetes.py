@@ -10,12 +10,10 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from components.gateway.cluster_manifests import APP_LABEL as GATEWAY_APP_LABEL
-from components.gateway.cluster_manifests import NAME as GATEWAY_APP
 from review.kinds import (CONFIG_ONLY, CREATE, DELETE, REPLACE, ROLLING_UPDATE, SCALE, Change, Kind,
                           changed_lines, count)
 from spear import fleet, seats, tokens, vllm
-from spear.rules import IMAGE
+from spear.rules import APP_LABEL, GATEWAY_APP, IMAGE
 
 # The gateway's own objects (gateway.kubernetes), by kind.
 GATEWAY_PART_NAMES = {
@@ -47,9 +45,9 @@ def labelled_name(kind: str, inputs: Mapping[str, Any]) -> str | None:
     found = labels(inputs)
     if found.get(fleet.PART) == fleet.MONITORING:  # components/vllm_fleet/monitoring.py
         return f"Prometheus {kind.rsplit(':', 1)[-1]} {inputs['metadata'].get('name', '')}".rstrip()
-    if found.get(GATEWAY_APP_LABEL, "").startswith(GATEWAY_APP) and kind in GATEWAY_PART_NAMES:
+    if found.get(APP_LABEL, "").startswith(GATEWAY_APP) and kind in GATEWAY_PART_NAMES:
         return f"{GATEWAY_PART_NAMES[kind]} {inputs['metadata'].get('name', '')}".rstrip()
-    if found.get("app.kubernetes.io/name") == seats.NODE_GUARD_APP:
+    if found.get(APP_LABEL) == seats.NODE_GUARD_APP:
         return f"node guard {kind.rsplit(':', 1)[-1]}"
     seat = found.get(seats.SEAT)
     if seat and seat.startswith(seats.DIALECT_CHECK_PREFIX) and kind in SEAT_PART_NAMES:

@@ -254,10 +254,14 @@ EGRESS_NETWORK_TEXT = ("one host or one subnet: an IPv4 network of /24 or narrow
                        " /64 or narrower")
 
 
-# The in-cluster gateway (components/gateway/cluster_manifests.py): its objects' name, and the
-# labels its Deployment selects its pods by, which the agent sandbox's egress allows.
+# The in-cluster gateway (components/gateway/cluster_manifests.py): its objects' name, the
+# labels its Deployment selects its pods by (which the agent sandbox's egress and the fleet's
+# ingress allow, and the reviewer summary and the policies recognise it by), and the annotation
+# its ConfigMap carries config.yaml's facts in (render.config_facts, read by policies/common.py).
+APP_LABEL = "app.kubernetes.io/name"
 GATEWAY_APP = "spear-gateway"
-GATEWAY_POD_LABELS = {"app.kubernetes.io/name": GATEWAY_APP}
+GATEWAY_POD_LABELS = {APP_LABEL: GATEWAY_APP}
+GATEWAY_FACTS_ANNOTATION = "spear-fleet/facts"
 
 
 def pods_peer(namespace: str, labels: dict[str, str]) -> dict[str, object]:

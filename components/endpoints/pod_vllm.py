@@ -51,6 +51,7 @@ class PodVllmArgs:
     endpoint: pulumi.Input[dict]  # {host, port}: the pod's SSH endpoint, shown in diffs
     pod_started_at: pulumi.Input[str]  # a restarted pod runs nothing: start vLLM again
     command_line: list[str]
+    image: str  # the pod's image: its tag is the engine version the policies read
     api_key: pulumi.Input[str]  # secret
     port: int
     served_model_name: str
@@ -210,6 +211,7 @@ class PodVllm(HostResource, module=tokens.DYNAMIC_MODULE, name=tokens.POD_VLLM.n
                 "session": SESSION,
                 "script": SERVE_SCRIPT.read_text(),
                 "command_line": args.command_line,
+                "image": args.image,
                 "api_key": args.api_key,
                 # Where the key goes instead of argv, for the policy that checks it.
                 "env_file": {"path": env_file(args.runtime_dir), "mode": API_KEY_FILE_MODE,

@@ -75,6 +75,7 @@ class RunPodEndpoint(pulumi.ComponentResource):
             endpoint={"host": self.pod.ssh_host, "port": self.pod.ssh_port},
             pod_started_at=self.pod.last_started_at,
             command_line=argv,
+            image=cfg.image_name,
             api_key=args.vllm_api_key,
             port=cfg.vllm.port,
             served_model_name=cfg.vllm.served_model_name,

@@ -41,7 +41,6 @@ from components.hostops.smoke_test import SmokeTest, SmokeTestArgs
 from components.hostops.ssh import connection_input
 from components.hostops.systemd_unit import (HealthCheck, SystemdUnit, SystemdUnitArgs, unit_details,
                                             unit_name)
-from components.gateway import cluster_manifests
 from components.vllm_fleet import Track
 from components.vllm_fleet.monitoring import GatewayTarget
 from components.vllm_fleet.throughput import FleetThroughput, FleetThroughputArgs
@@ -50,8 +49,8 @@ from config.types import Gateway as GatewayConfig
 from review.kinds import (CONFIG_ONLY, CREATE, DELETE, IN_PLACE, UNKNOWN, Change, Kind,
                           changed_keys, mapping_details, updates_only)
 from spear import harness, tokens
-from spear.rules import (CODER_MODEL, FLEET_UPSTREAM, GATEWAY_UNIT, SYSTEM_SLICE, ring_routes,
-                         tunnel_unit)
+from spear.rules import (CODER_MODEL, FLEET_UPSTREAM, GATEWAY_POD_LABELS, GATEWAY_UNIT, SYSTEM_SLICE,
+                         ring_routes, tunnel_unit)
 
 
 def _flatten(value: Any, path: str = "") -> dict[str, Any]:
@@ -159,7 +158,7 @@ def metrics_target(config: GatewayConfig) -> GatewayTarget:
     if config.kubernetes is not None:
         tls = config.kubernetes.tls
         return GatewayTarget(namespace=config.kubernetes.namespace,
-                             pod_labels={cluster_manifests.APP_LABEL: cluster_manifests.NAME},
+                             pod_labels=GATEWAY_POD_LABELS,
                              tls_name=tls.name if tls else None,
                              root_pem=tls.root_pem if tls else None)
     return GatewayTarget(address=f"{config.host}:{config.port}")

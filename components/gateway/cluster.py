@@ -41,7 +41,7 @@ from config.types import Developer
 from config.types import Gateway as GatewayConfig
 from review.kinds import CONFIG_ONLY, Kind
 from spear import tokens
-from spear.rules import FLEET_UPSTREAM
+from spear.rules import FLEET_UPSTREAM, GATEWAY_FACTS_ANNOTATION
 
 MIGRATE_SH = HOSTS_DIR / "migrate.sh"
 # LiteLLM reads a key from this header before Authorization, which the API server's proxy drops.
@@ -107,7 +107,7 @@ class ClusterGateway(pulumi.ComponentResource):
             metadata={"name": manifests.CONFIG_MAP, "namespace": place.namespace,
                       "labels": manifests.LABELS,
                       # For policies and reviewers, as the gateway host's config file has them.
-                      "annotations": {manifests.FACTS_ANNOTATION: json.dumps(
+                      "annotations": {GATEWAY_FACTS_ANNOTATION: json.dumps(
                           config_facts(cfg, [FLEET_UPSTREAM]), sort_keys=True)}},
             data=pulumi.Output.all(config_text, proofs).apply(
                 lambda cp: manifests.config_data(cp[0], cp[1])),

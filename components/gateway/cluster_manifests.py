@@ -17,10 +17,9 @@ from typing import Any
 
 from components.gateway.render import HOOK_FILES
 from config.types import ClusterBackupPlan, Gateway
-from spear.rules import GATEWAY_APP, GATEWAY_POD_LABELS
+from spear.rules import APP_LABEL, GATEWAY_APP, GATEWAY_FACTS_ANNOTATION, GATEWAY_POD_LABELS
 
 NAME = GATEWAY_APP
-APP_LABEL = "app.kubernetes.io/name"
 LABELS = {**GATEWAY_POD_LABELS, "app.kubernetes.io/part-of": "spear-fleet"}
 SECRET = NAME  # the master key, the frontier key, the database URL, the fleet's key
 CONFIG_MAP = f"{NAME}-config"  # config.yaml, the hook package, the routes to prove
@@ -35,7 +34,6 @@ CONFIG_DIR = "/config"
 TLS_DIR = "/tls"
 MIGRATE_DIR = "/migrate"
 PROOFS_FILE = "proofs.json"
-FACTS_ANNOTATION = "spear-fleet/facts"  # render.config_facts, as policies/common.py reads it
 UID = 1000
 # LiteLLM's start (imports, the Prisma client) takes 40-70 s on two cores: the startup probe
 # allows 5 minutes before liveness counts.

@@ -5,16 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from policies.endpoints import RULES as ENDPOINT_RULES
-from policies.gateway import RULES as GATEWAY_RULES
-from policies.inference import RULES as INFERENCE_RULES
-from policies.kubernetes import RULES as KUBERNETES_RULES
+from policies.pack import RULES as PACK_RULES
 from localhosts.engine import REPO, repo_stack
 from tests.support.pack_runs import REPO_STACKS, preview_with_pack
 
 
-ALL_RULES = {rule.POLICY.name for rule in (*INFERENCE_RULES, *ENDPOINT_RULES, *GATEWAY_RULES,
-                                           *KUBERNETES_RULES)}
+ALL_RULES = {rule.POLICY.name for rule in PACK_RULES}
 
 # The fleet program with the config's pin and port checks bypassed (as if they had regressed),
 # so values it refuses reach the resources: the pack is the second line.
@@ -71,7 +67,7 @@ EXPECTED = {
     "ports-distinct": ("mandatory", "spear-fleet-prod", "port 22 on reds.internal"),
     "kv-cache-and-slots": ("advisory", "reds-server-conf", "--parallel 4, not 1"),
     "k8s-image-pinned": ("mandatory", "vllm-stable", "'vllm/vllm-openai:latest' is tagged :latest"),
-    "k8s-vllm-revision-pinned": ("mandatory", "vllm-stable", "at revision 'main'"),
+    "vllm-revision-pinned": ("mandatory", "vllm-stable", "at revision 'main'"),
     "k8s-promotion-gate": ("mandatory", "vllm-stable", "no gate record pins exactly latest"),
 }
 

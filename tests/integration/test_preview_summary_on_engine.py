@@ -11,10 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from policies.endpoints import RULES as ENDPOINT_RULES
-from policies.gateway import RULES as GATEWAY_RULES
-from policies.inference import RULES as INFERENCE_RULES
-from policies.kubernetes import RULES as KUBERNETES_RULES
+from policies.pack import RULES as PACK_RULES
 from review.summary import summarize
 from localhosts.engine import Project, repo_stack
 from tests.support.pack_runs import PackPreview, preview_with_pack
@@ -107,8 +104,7 @@ def test_unchanged_prod_reads_as_no_changes(deployed_prod):
     for part in ("llama-server build", "model files", "serve.sh", "server.conf",
                  "spear-inference.service", "smoke test"):
         assert part in text.split("- No change: ")[1]
-    rules = (len(INFERENCE_RULES) + len(ENDPOINT_RULES) + len(GATEWAY_RULES)
-             + len(KUBERNETES_RULES))
+    rules = len(PACK_RULES)
     assert f"Policy pack spear-fleet 0.1.0: **passed**; 0 advisory; {rules} rule(s) passed" in text
 
 

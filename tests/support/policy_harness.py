@@ -113,6 +113,7 @@ _PROD: dict[Token, dict[str, Any]] = {
         "endpoint": {"host": "100.65.0.119", "port": 10341.0},
         "runtime_dir": "/workspace/spear",
         "command_line": COOKBOOK_VLLM_COMMAND_LINE,
+        "image": "vllm/vllm-openai:v0.24.0",
         "api_key": "vllm-PLACEHOLDER",
         "env_file": {"path": "/workspace/spear/config/vllm.env", "mode": 384.0,
                      "variable": "VLLM_API_KEY"},
