@@ -66,7 +66,7 @@ def kubeconfig(fleet: Mapping[str, Any] | None, environ: Mapping[str, str]) -> s
 
 def edit_prompt(path: str) -> str:
     """What an edit turn asks (the local fleet's stand-in is scripted for exactly this task:
-    localhosts/serving_image/vllm_standin.py)."""
+    localhosts/images/serving_image/vllm_standin.py)."""
     return f"Create {path} that prints a greeting."
 
 

@@ -1,5 +1,5 @@
 """Drives the real Pulumi engine (the CLI) on a throwaway copy of the project, for the tests
-and the benchmarks (localhosts/bench_preview.py).
+and the benchmarks (localhosts/bench/bench_preview.py).
 
 Each project gets its own file backend and stacks folder, so a run never touches the
 repository's stacks or the developer's state. Results are read from the engine's JSON
@@ -21,7 +21,7 @@ import yaml
 from config.schema.vllm_fleet import SECRET
 from spear.rules import EXAMPLE_PASSPHRASE
 from config.types import AMBIENT
-from localhosts import kubebuild
+from localhosts.kube import kubebuild
 
 REPO = Path(__file__).resolve().parents[1]
 # The committed prod/dev placeholder secrets are encrypted with this passphrase (scripts/env.sh).

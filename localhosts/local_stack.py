@@ -1,13 +1,13 @@
 """The embedded default: two local systemd hosts and the local Kubernetes cluster, and the files
 the `local` stack installs on them.
 
-The hosts are nspawn containers (localhosts/host.py): `local`, the inference host, and `gateway`.
+The hosts are nspawn containers (localhosts/hosts/host.py): `local`, the inference host, and `gateway`.
 The inference host's llama.cpp build folder and ccache live in the cache on this machine (bind
 mounts), so a re-created host, or a test host, reuses a finished build of the same key instead of
 spending 20 minutes on it again; the gateway host gets the wheelhouse LiteLLM installs from. The
-cluster `local` (localhosts/kubecluster.py: a real node) is where the stack's vLLM fleet runs, from
-the serving image built here (localhosts/serving_image: the vLLM stand-in); its binaries and the
-kubernetes provider plugin are built from Go modules once (localhosts/kubebuild.py).
+cluster `local` (localhosts/kube/kubecluster.py: a real node) is where the stack's vLLM fleet runs, from
+the serving image built here (localhosts/images/serving_image: the vLLM stand-in); its binaries and the
+kubernetes provider plugin are built from Go modules once (localhosts/kube/kubebuild.py).
 
     python -m localhosts.local_stack up [--fresh]   # boot the hosts and the cluster, make their files
     python -m localhosts.local_stack down
@@ -24,11 +24,13 @@ from pathlib import Path
 import yaml
 
 from components.cache import cache_dir
-from localhosts import (kubebuild, llama_source, node_guard_image, prometheus_image, seat_image,
-                        tiny_model)
-from localhosts.host import HostInfo, start_host, stop_host
-from localhosts.kubecluster import LOCAL_CLUSTER, ClusterInfo, start_cluster, stop_cluster
-from localhosts.wheelhouse import ensure_wheelhouse
+from localhosts.hosts import llama_source
+from localhosts.images import node_guard_image, prometheus_image, seat_image
+from localhosts.kube import kubebuild
+from localhosts.standins import tiny_model
+from localhosts.hosts.host import HostInfo, start_host, stop_host
+from localhosts.kube.kubecluster import LOCAL_CLUSTER, ClusterInfo, start_cluster, stop_cluster
+from localhosts.hosts.wheelhouse import ensure_wheelhouse
 from spear.harness import DEFAULT_VERSIONS
 
 LOCAL_HOST = "local"
@@ -102,7 +104,7 @@ def start_local_cluster(fresh: bool = False) -> ClusterInfo:
     are), with the serving image, the bundled Prometheus's, the seat image and the node guard's
     loaded into its node; the seat and guard images' pinned references go where the stack's
     seatImage.file and nodeGuard.image.file read them."""
-    from localhosts.serving_image.build import ensure_image  # builds llama-server: only here
+    from localhosts.images.serving_image.build import ensure_image  # builds llama-server: only here
     kubebuild.ensure_all()
     seats = seat_image.ensure_image(harness_versions())
     guard = node_guard_image.ensure_image()

@@ -6,7 +6,7 @@
 # The kubernetes provider plugin and the local cluster's binaries build with
 # scripts/setup-kubernetes.sh (scripts/test starts it; a stack with a vLLM fleet needs the plugin).
 # The local hosts install their own host tools (debootstrap, systemd-container, zstd) when one is
-# first booted (localhosts/rootfs.py). `--no-engine` skips the engine (scripts/test builds it
+# first booted (localhosts/hosts/rootfs.py). `--no-engine` skips the engine (scripts/test builds it
 # after starting the hosts' build, which needs only the virtualenv).
 set -euo pipefail
 engine=1
@@ -35,7 +35,7 @@ command -v iptables >/dev/null || packages+=(iptables)
 command -v conntrack >/dev/null || packages+=(conntrack)
 # strace: a test lists every address a real harness connects to (only the gateway).
 command -v strace >/dev/null || packages+=(strace)
-# Java runs S3Proxy, the shared-state tests' S3 server (localhosts/s3_server.py).
+# Java runs S3Proxy, the shared-state tests' S3 server (localhosts/servers/s3_server.py).
 command -v java >/dev/null || packages+=(openjdk-17-jre-headless)
 if [ ${#packages[@]} -gt 0 ]; then
   say "installing ${packages[*]} with apt-get"

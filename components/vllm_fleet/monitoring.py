@@ -40,8 +40,8 @@ CONFIG_DIR, RULES_DIR, KEY_DIR, TARGETS_DIR, DATA_DIR = (
     "/etc/prometheus/config", "/etc/prometheus/rules", "/etc/prometheus/gateway",
     "/etc/prometheus/targets", "/prometheus")
 CONFIG_DIGEST = "spear-fleet/config-sha256"
-UID = 1000  # the image's unprivileged user (localhosts/prometheus_image.py)
-SERVER = "/usr/bin/prometheus"  # where localhosts/prometheus_image.py puts it
+UID = 1000  # the image's unprivileged user (localhosts/images/prometheus_image.py)
+SERVER = "/usr/bin/prometheus"  # where localhosts/images/prometheus_image.py puts it
 OPERATOR_API = "monitoring.coreos.com/v1"
 SCRAPE_CONFIG_API = "monitoring.coreos.com/v1alpha1"
 

@@ -60,7 +60,7 @@ _DNS_NAME = re.compile(r"(?=.{1,253}$)[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0
 _HOST_ONLY = ("ssh", "runtimeDir", "listen")  # settings of the gateway host
 DEFAULT_NAMESPACE = "spear-gateway"
 MIN_REPLICAS = 2  # one replica is the single gateway the cluster placement is there to avoid
-DEFAULT_VENV = "/opt/litellm/venv"  # where localhosts/gateway_image puts it
+DEFAULT_VENV = "/opt/litellm/venv"  # where localhosts/images/gateway_image puts it
 _VERSION = re.compile(r"[0-9]+\.[0-9]+\.[0-9]+")
 _MODEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}")
 _DATABASE_URL = re.compile(r"postgres(ql)?://\S+")

@@ -332,7 +332,7 @@ def _agent_sandbox(check: Checker, key: str, value: Any, developers: Sequence[st
         mirrors=tuple(_target(check, f"{key}.mirrors.{name}", name, item)
                       for name, item in (mirrors or {}).items()),
         seat_image=_pinned_image(check, f"{key}.seatImage", get(sandbox, "seatImage"), has_seats,
-                                 "the image that holds the harnesses", "seat_image"),
+                                 "the image that holds the harnesses", "images/seat_image"),
         seats=_seats(check, f"{key}.seats", declared_seats, developers, has_gateway),
         dialect_check_developer=_dialect_check_developer(
             check, f"{key}.dialectCheckDeveloper", get(sandbox, "dialectCheckDeveloper"),
@@ -378,7 +378,7 @@ def _node_guard(check: Checker, key: str, value: Any, has_seats: bool) -> NodeGu
     if guard is None:
         return None
     image = _pinned_image(check, f"{key}.image", get(guard, "image"), True,
-                          "an image with python3 and nft", "node_guard_image")
+                          "an image with python3 and nft", "images/node_guard_image")
     api_server = None if get(guard, "apiServer") is MISSING else check.text(
         f"{key}.apiServer", get(guard, "apiServer"), _api_server, API_SERVER_TEXT)
     return NodeGuard(image=image, api_server=api_server) if check.clean_since(start) and image else None

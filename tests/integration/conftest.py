@@ -10,7 +10,7 @@ meanwhile.
 
 import pytest
 
-from localhosts import kubebuild
+from localhosts.kube import kubebuild
 from tests.support.kube import session_cluster
 
 

@@ -12,8 +12,8 @@ import pytest
 
 from components.endpoints.verification import EndpointVerificationProvider, VerificationFailed
 from components.hostops.smoke_test import SmokeTestProvider
-from localhosts import tiny_model
-from localhosts.host import start_host, stop_host
+from localhosts.standins import tiny_model
+from localhosts.hosts.host import start_host, stop_host
 from tests.support.served_llama import llama_server
 
 HOST = "it-endpoints"

@@ -13,7 +13,7 @@ import subprocess
 import pytest
 
 from components.hostops.ssh import Session
-from localhosts.host import host_key, start_host, stop_host
+from localhosts.hosts.host import host_key, start_host, stop_host
 from localhosts.engine import Project, engine_env, repo_stack
 
 

@@ -16,7 +16,7 @@ import pytest
 from components.inference_host.llama_server_build import LlamaServerBuildProvider
 from components.inference_host.model_files import ModelFilesProvider
 from components.hostops.ssh import RemoteError, Session
-from localhosts.host import start_host, stop_host
+from localhosts.hosts.host import start_host, stop_host
 
 
 HOST = "it-fetch"

@@ -12,7 +12,7 @@ from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 import psycopg
 import pytest
 
-from localhosts.postgres import postgres_database
+from localhosts.servers.postgres import postgres_database
 from spear_gateway.pg_store import PgStore
 
 PROCESSES, THREADS = 4, 4

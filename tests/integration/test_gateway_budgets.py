@@ -18,13 +18,13 @@ from concurrent.futures import ThreadPoolExecutor
 import psycopg
 import pytest
 
-from localhosts.litellm_venv import litellm_venv
+from localhosts.servers.litellm_venv import litellm_venv
 from spear.rules import CODER_MODEL
-from localhosts.frontier_standin import FrontierStandin
-from localhosts.litellm_proxy import ProxyError, migrate
-from localhosts.openai_upstream import OpenAIUpstream
-from localhosts.postgres import postgres_database
-from localhosts.spear_gateway_proxy import (FRONTIER_KEY, gateway_config, metric,
+from localhosts.standins.frontier_standin import FrontierStandin
+from localhosts.servers.litellm_proxy import ProxyError, migrate
+from localhosts.standins.openai_upstream import OpenAIUpstream
+from localhosts.servers.postgres import postgres_database
+from localhosts.servers.spear_gateway_proxy import (FRONTIER_KEY, gateway_config, metric,
                                              spear_proxy)
 
 VERSION = "1.91.1"

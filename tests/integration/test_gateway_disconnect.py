@@ -18,13 +18,13 @@ import time
 import pytest
 
 from components.hostops.waiting import wait_until
-from localhosts import harness_install
-from localhosts.frontier_standin import FrontierStandin
-from localhosts.litellm_proxy import migrate
-from localhosts.litellm_venv import litellm_venv
-from localhosts.openai_upstream import OpenAIUpstream
-from localhosts.postgres import postgres_database
-from localhosts.spear_gateway_proxy import FRONTIER_KEY, gateway_config, metric, spear_proxy
+from localhosts.images import harness_install
+from localhosts.standins.frontier_standin import FrontierStandin
+from localhosts.servers.litellm_proxy import migrate
+from localhosts.servers.litellm_venv import litellm_venv
+from localhosts.standins.openai_upstream import OpenAIUpstream
+from localhosts.servers.postgres import postgres_database
+from localhosts.servers.spear_gateway_proxy import FRONTIER_KEY, gateway_config, metric, spear_proxy
 from spear import harness
 from spear.rules import CODER_MODEL
 

@@ -12,12 +12,12 @@ import pytest
 
 from components.vllm_fleet import alerts, dashboard
 from config.types import Alerts, Hatch, Pricing
-from localhosts.litellm_venv import litellm_venv
+from localhosts.servers.litellm_venv import litellm_venv
 from spear.rules import CODER_MODEL, FRONTIER_MODEL
-from localhosts.frontier_standin import FrontierStandin
-from localhosts.litellm_proxy import ProxyError
-from localhosts.openai_upstream import OpenAIUpstream
-from localhosts.spear_gateway_proxy import (FRONTIER_KEY, gateway_config, metric,
+from localhosts.standins.frontier_standin import FrontierStandin
+from localhosts.servers.litellm_proxy import ProxyError
+from localhosts.standins.openai_upstream import OpenAIUpstream
+from localhosts.servers.spear_gateway_proxy import (FRONTIER_KEY, gateway_config, metric,
                                              spear_proxy)
 from tests.support.prometheus import prometheus
 

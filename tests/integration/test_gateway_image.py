@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 
 from components.gateway.database import MIGRATE_SH
-from localhosts.gateway_image import build
-from localhosts.postgres import postgres_database
+from localhosts.images.gateway_image import build
+from localhosts.servers.postgres import postgres_database
 
 PROXY_PORT = 4190  # this test's range: 4190-4199
 UNREACHABLE_UPSTREAM = 4199  # nothing listens there: no model is asked

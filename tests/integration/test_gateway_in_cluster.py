@@ -9,7 +9,7 @@ the fleet's pod; a second up changes nothing; each replica serves with the keys 
 database; each seated harness passed its dialect check (a Job: one real turn on the CI developer's
 key) before its seats started; a bump of its version previews as the check's replacement, and
 an `up` of a bump the seat image does not hold fails at the check with the seat unmoved;
-an agent seat per harness (the seat image holds all four: localhosts/seat_image.py) runs sandboxed
+an agent seat per harness (the seat image holds all four: localhosts/images/seat_image.py) runs sandboxed
 (user 1000, read-only root, no token, no capability, the key only in its environment) and its real
 harness completes a turn (a tool call, its result, an answer) through the gateway, by its TLS name
 (which the seat resolves to the Service's address) over HTTPS, to the fleet, with the seat
@@ -43,15 +43,16 @@ import yaml
 
 from components.gateway.backup import CIPHER
 from components.hostops.waiting import wait_until
-from localhosts import (frontier_standin, gateway_image, harness_install, kubebuild, kubenode,
-                        node_guard_image, seat_image, tiny_model)
+from localhosts.images import gateway_image, harness_install, node_guard_image, seat_image
+from localhosts.kube import kubebuild, kubenode
+from localhosts.standins import frontier_standin, tiny_model
 from components.agent_seats import node_guard
 from spear import seats
 from spear.harness import DEFAULT_VERSIONS, HARNESSES, ONE_TURN, OPENHANDS, QWEN_CODE
 from spear.rules import GATEWAY_POD_LABELS, pods_peer
 from spear_gateway.pricing import Prices, worst_case_usd
 from localhosts.engine import REPO, Project, engine_env, without_inference_hosts
-from localhosts.postgres import postgres_database
+from localhosts.servers.postgres import postgres_database
 from tests.support.config_cases import CANARY_PAIR, STABLE_PAIR
 from tests.support import tls
 from tests.support.kube import clear
@@ -95,11 +96,14 @@ GUARD_NS, GUARD_DAEMON_SET = f"{SANDBOX_NS}-node-guard", "node-guard"  # the nod
 # Outside the sandbox: a package mirror stand-in (a static file server, Python's http.server from
 # the seat image) that the sandbox declares by its pod's address and one port, a second port of
 # the same server, which it does not, and the frontier provider's stand-in in a pod of its own
-# (localhosts/frontier_standin.py, which the sandbox does not declare either).
+# (localhosts/standins/frontier_standin.py, which the sandbox does not declare either).
 OUTSIDE_NS = "outside-it"
 MIRROR_PORT, OTHER_PORT, FRONTIER_PORT = 3141, 8160, 8161
-FRONTIER_STANDIN = ("__init__.py", "http_standin.py", "frontier_standin.py")
-# One seat per harness: the seat image holds all four (localhosts/seat_image.py).
+# The frontier's stand-in and what it imports, as paths under localhosts/ (a ConfigMap's keys are
+# flat: each goes to its path through the volume's items).
+FRONTIER_STANDIN = ("__init__.py", "standins/__init__.py", "standins/http_standin.py",
+                    "standins/frontier_standin.py")
+# One seat per harness: the seat image holds all four (localhosts/images/seat_image.py).
 SEATS = {f"{SEAT_DEVELOPER}-{h.split('-')[0]}": h for h in HARNESSES}
 BUDGET_REFUSALS = {"spear_budget_exceeded", "budget_exceeded"}
 BACKUP_KEY = "incluster-backup-passphrase-0123456789abcd"
@@ -147,14 +151,15 @@ def start_outside(client, image: str) -> None:
                                                 f" & exec {python} -m http.server -d /tmp {OTHER_PORT}"]})
     client.create(f"/api/v1/namespaces/{OUTSIDE_NS}/configmaps", {
         "metadata": {"name": "frontier-standin"},
-        "data": {name: "" if name == "__init__.py" else (REPO / "localhosts" / name).read_text()
-                 for name in FRONTIER_STANDIN}})
+        "data": {path.replace("/", "."): "" if path.endswith("__init__.py")
+                 else (REPO / "localhosts" / path).read_text() for path in FRONTIER_STANDIN}})
     run_outside(client, "frontier", {
         "image": image, "env": [{"name": "PYTHONPATH", "value": "/standin"}],
-        "command": [python, "-m", "localhosts.frontier_standin", "--host", "0.0.0.0",
+        "command": [python, "-m", "localhosts.standins.frontier_standin", "--host", "0.0.0.0",
                     "--port", str(FRONTIER_PORT), "--api-key", "sk-ant-outside"],
         "volumeMounts": [{"name": "code", "mountPath": "/standin/localhosts", "readOnly": True}]},
-        volumes=[{"name": "code", "configMap": {"name": "frontier-standin"}}])
+        volumes=[{"name": "code", "configMap": {"name": "frontier-standin", "items": [
+            {"key": path.replace("/", "."), "path": path} for path in FRONTIER_STANDIN]}}])
 
 
 @pytest.fixture(scope="module")

@@ -15,13 +15,13 @@ import pytest
 from components.gateway.keys import key_metadata
 from components.hostops.waiting import wait_until
 from config.types import Developer
-from localhosts.litellm_venv import litellm_venv
+from localhosts.servers.litellm_venv import litellm_venv
 from spear.rules import CODER_MODEL
-from localhosts.frontier_standin import FrontierStandin
-from localhosts.litellm_proxy import ProxyError, migrate
-from localhosts.openai_upstream import OpenAIUpstream
-from localhosts.postgres import postgres_database
-from localhosts.spear_gateway_proxy import FRONTIER_KEY, gateway_config, metric, spear_proxy
+from localhosts.standins.frontier_standin import FrontierStandin
+from localhosts.servers.litellm_proxy import ProxyError, migrate
+from localhosts.standins.openai_upstream import OpenAIUpstream
+from localhosts.servers.postgres import postgres_database
+from localhosts.servers.spear_gateway_proxy import FRONTIER_KEY, gateway_config, metric, spear_proxy
 
 # proxy port, first of four stand-in ports (stable, canary, plain, frontier)
 VERSIONS = {"1.91.1": (4130, 8174), "1.108.7": (4131, 8180)}

@@ -25,8 +25,10 @@ from spear.smoke import EXPECTED_TEXT
 from components.hostops.known_hosts import fingerprint
 from components.hostops.ssh import Session
 from review.parts import overall, parts
-from localhosts import llama_source, local_stack, tiny_model
-from localhosts.host import renew_host_key
+from localhosts.hosts import llama_source
+from localhosts import local_stack
+from localhosts.standins import tiny_model
+from localhosts.hosts.host import renew_host_key
 from localhosts.engine import Project, engine_env
 from tests.support import faults
 from tests.support.stack_files import local_inference_hosts

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from localhosts.litellm_venv import litellm_venv, offline_bundle_dir
-from localhosts.litellm_proxy import LitellmProxy, ProxyError, migrate
-from localhosts.openai_upstream import OpenAIUpstream
-from localhosts.postgres import postgres_database
+from localhosts.servers.litellm_venv import litellm_venv, offline_bundle_dir
+from localhosts.servers.litellm_proxy import LitellmProxy, ProxyError, migrate
+from localhosts.standins.openai_upstream import OpenAIUpstream
+from localhosts.servers.postgres import postgres_database
 
 OLD, NEW = "1.91.1", "1.108.7"
 PROXY_PORT = 4100

@@ -1,4 +1,4 @@
-"""The local Kubernetes cluster (localhosts/kubecluster.py) is a real one: its API server answers
+"""The local Kubernetes cluster (localhosts/kube/kubecluster.py) is a real one: its API server answers
 as the version built, its one node (kubelet, containerd, kube-proxy) is Ready with the GPU
 capacity it was given, the real pulumi-kubernetes provider rolls a Deployment out on it whose
 pods run real processes answering at a Service's cluster IP from this machine, and stopping the
@@ -12,10 +12,10 @@ import urllib.request
 
 import pytest
 
-from localhosts import kubenode
-from localhosts.kubebuild import KUBERNETES_VERSION
-from localhosts.kubecluster import GPU_RESOURCE, LOCAL_CLUSTER, node_ready, start_cluster, stop_cluster
-from localhosts.serving_image.build import ensure_image
+from localhosts.kube import kubenode
+from localhosts.kube.kubebuild import KUBERNETES_VERSION
+from localhosts.kube.kubecluster import GPU_RESOURCE, LOCAL_CLUSTER, node_ready, start_cluster, stop_cluster
+from localhosts.images.serving_image.build import ensure_image
 from localhosts.engine import Project, engine_env
 
 pytestmark = [pytest.mark.integration, pytest.mark.kubernetes]

@@ -11,11 +11,11 @@ from pathlib import Path
 import paramiko
 import pytest
 
-from localhosts.cgroups import CGROUP_PARENT
-from localhosts.host import HostInfo, host_status, start_host, stop_host
+from localhosts.hosts.cgroups import CGROUP_PARENT
+from localhosts.hosts.host import HostInfo, host_status, start_host, stop_host
 from localhosts.report import HostError
 from localhosts.engine import REPO
-from localhosts.processes import free_port
+from localhosts.servers.processes import free_port
 
 
 BIND_DST = "/mnt/spear-bind"
@@ -135,7 +135,7 @@ def test_port_in_use_is_explained():
 def test_cli_up_status_down():
     """The CLI used by the local stack: JSON on stdout, and `down` from another process."""
     def cli(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "localhosts.cli", *args], cwd=REPO,
+        return subprocess.run([sys.executable, "-m", "localhosts.hosts.cli", *args], cwd=REPO,
                               capture_output=True, text=True, timeout=300)
 
     port = free_port()

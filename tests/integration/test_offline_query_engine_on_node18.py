@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from localhosts.litellm_venv import offline_bundle_dir
-from localhosts.rootfs import ensure_rootfs, extract_rootfs
-from localhosts.litellm_proxy import GATEWAY_DIR
-from localhosts.postgres import postgres_database
+from localhosts.servers.litellm_venv import offline_bundle_dir
+from localhosts.hosts.rootfs import ensure_rootfs, extract_rootfs
+from localhosts.servers.litellm_proxy import GATEWAY_DIR
+from localhosts.servers.postgres import postgres_database
 
 ENGINE_PORT = 4118  # this helper's range (4100-4119)
 SCHEMA = """

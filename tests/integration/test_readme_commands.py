@@ -39,7 +39,7 @@ from components.cache import cache_dir
 from components.hostops.waiting import wait_until
 from components.vllm_fleet import alerts
 from localhosts import local_stack
-from localhosts.host import host_status
+from localhosts.hosts.host import host_status
 from localhosts.engine import REPO, upstream_source_env
 from tests.support.kube import clear
 from tests.support.prometheus import Prometheus

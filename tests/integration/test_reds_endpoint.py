@@ -21,8 +21,9 @@ import pytest
 from components.cache import cache_dir
 from spear.probes import COMPLETION, MODEL_LIST, TOOL_CALL
 from components.hostops.ssh import SSH_CONFIG_ENV, Session
-from localhosts import local_stack, tiny_model
-from localhosts.host import HostInfo
+from localhosts import local_stack
+from localhosts.standins import tiny_model
+from localhosts.hosts.host import HostInfo
 from spear import tokens
 from review.kinds import RECHECK
 from review.parts import overall, parts

@@ -18,11 +18,11 @@ import pytest
 from config.checker import ConfigError
 from config.schema import parse
 from gate import run as gate_run
-from localhosts import tiny_model
-from localhosts.litellm_venv import litellm_venv
-from localhosts.litellm_proxy import LitellmProxy
-from localhosts.processes import free_port
-from localhosts.spear_gateway_proxy import hook_packages
+from localhosts.standins import tiny_model
+from localhosts.servers.litellm_venv import litellm_venv
+from localhosts.servers.litellm_proxy import LitellmProxy
+from localhosts.servers.processes import free_port
+from localhosts.servers.spear_gateway_proxy import hook_packages
 from spear import receipts, rollout_gate, trace
 from spear.rules import RECEIPT_CALLBACK
 from tests.support import gate_records as records

@@ -22,7 +22,7 @@ from components.cache import cache_dir
 from spear.probes import COMPLETION, MODEL_LIST, TOOL_CALL
 from spear.smoke import EXPECTED_TEXT, judge, request_body
 from components.hostops.ssh import Session
-from localhosts.host import host_status
+from localhosts.hosts.host import host_status
 from review.parts import overall, parts
 from localhosts.engine import Project, engine_env, without_inference_hosts
 from tests.support.runpod_api_standin import NspawnPods, RunPodApiStandIn

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from localhosts import seat_image
-from localhosts.image_files import PATH_ENV, UID
+from localhosts.images import seat_image
+from localhosts.images.image_files import PATH_ENV, UID
 from spear import harness
 
 pytestmark = pytest.mark.integration

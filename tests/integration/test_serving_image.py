@@ -21,7 +21,7 @@ import pytest
 
 from spear.probes import TOOL_CALL, probes
 from spear.smoke import judge, request_body
-from localhosts.serving_image import build
+from localhosts.images.serving_image import build
 from spear.tool_calls import PARSER_NOT_CONFIGURED
 
 pytestmark = pytest.mark.integration

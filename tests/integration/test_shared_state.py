@@ -1,5 +1,5 @@
 """A shared state backend on real parts: Pulumi's S3 backend against S3Proxy's S3 API
-(localhosts/s3_server.py) on this machine, as a team would point every operator and CI at one
+(localhosts/servers/s3_server.py) on this machine, as a team would point every operator and CI at one
 bucket. The stack's secrets are encrypted with a passphrase taken from the environment; the
 bucket never holds one in plain text. Two `pulumi up` on one stack: the second is refused, naming
 the lock the first holds, and the first completes whole. A killed `up` leaves its lock, which
@@ -15,7 +15,7 @@ import time
 import pytest
 
 from components.hostops.waiting import wait_until
-from localhosts import s3_server
+from localhosts.servers import s3_server
 from localhosts.engine import Project, engine_env
 from tests.support import faults
 

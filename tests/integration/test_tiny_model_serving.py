@@ -11,9 +11,9 @@ import pytest
 
 from spear.probes import READ_FILE_TOOL
 from spear.smoke import SYSTEM_PROMPT
-from localhosts import tiny_model
-from localhosts.processes import free_port
-from localhosts.serving_image import build as serving_build, vllm_standin
+from localhosts.standins import tiny_model
+from localhosts.servers.processes import free_port
+from localhosts.images.serving_image import build as serving_build, vllm_standin
 from tests.support.served_llama import llama_server, request
 
 @pytest.fixture(scope="module", params=[tiny_model.SMOKE_ANSWER, tiny_model.TOOL_CALL_ANSWER],

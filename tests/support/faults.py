@@ -1,4 +1,4 @@
-"""Faults injected into a local host (localhosts/host.py) while `pulumi up` works on it.
+"""Faults injected into a local host (localhosts/hosts/host.py) while `pulumi up` works on it.
 
 The host's processes are reached through its namespaces (nsenter into its init), not over SSH:
 the fault cuts SSH, so nothing that goes through SSH can be used to see it or to cause it.
@@ -13,7 +13,7 @@ import subprocess
 from pathlib import Path
 
 from components.hostops.waiting import wait_until
-from localhosts.host import host_status
+from localhosts.hosts.host import host_status
 
 
 def _init_pid(host: str) -> int:

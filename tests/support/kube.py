@@ -1,4 +1,4 @@
-"""The machine's one local Kubernetes cluster (localhosts/kubecluster.py: one real node per machine)
+"""The machine's one local Kubernetes cluster (localhosts/kube/kubecluster.py: one real node per machine)
 for a test session, shared by every test that needs one (the `kube_cluster` fixture in
 tests/integration/conftest.py). The session starts it unless it runs already (the local stack's,
 left as it is, since tests work in namespaces of their own) and stops it at the end if it started
@@ -10,9 +10,9 @@ import contextlib
 from collections.abc import Iterator
 
 from components.hostops.waiting import wait_until
-from localhosts.kubecluster import (LOCAL_CLUSTER, ClusterInfo, KubeClient, cluster_status, start_cluster,
+from localhosts.kube.kubecluster import (LOCAL_CLUSTER, ClusterInfo, KubeClient, cluster_status, start_cluster,
                                     stop_cluster)
-from localhosts.serving_image import ensure_image
+from localhosts.images.serving_image import ensure_image
 
 
 @contextlib.contextmanager

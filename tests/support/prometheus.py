@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 
 from components.hostops.waiting import wait_until
-from localhosts.processes import stop
+from localhosts.servers.processes import stop
 
 READY_WITHIN = 30.0
 

@@ -30,12 +30,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Protocol
 
-from localhosts.host import HostInfo, start_host, stop_host
-from localhosts.tiny_model import ensure_model
+from localhosts.hosts.host import HostInfo, start_host, stop_host
+from localhosts.standins.tiny_model import ensure_model
 from spear.rules import SMOKE_ANSWER
-from localhosts.llama_build import local_stack_llama_server
-from localhosts.serving_image import vllm_standin
-from localhosts.serving_image.build import MAX_CTX
+from localhosts.hosts.llama_build import local_stack_llama_server
+from localhosts.images.serving_image import vllm_standin
+from localhosts.images.serving_image.build import MAX_CTX
 
 CONTRACT = Path("/work/shared/contracts/runpod-rest-v1.openapi.json")
 PUBLIC_IP = "127.0.0.1"  # the machines share this machine's network

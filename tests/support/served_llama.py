@@ -1,5 +1,5 @@
 """The local stack's llama-server run on this machine for a test: on a free port, with a model,
-until the test is done (localhosts/llama_build.py builds or reuses the binary)."""
+until the test is done (localhosts/hosts/llama_build.py builds or reuses the binary)."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from components.hostops.waiting import wait_until
-from localhosts.llama_build import local_stack_llama_server
-from localhosts.processes import stop
+from localhosts.hosts.llama_build import local_stack_llama_server
+from localhosts.servers.processes import stop
 
 # As the local stack runs it (a q8_0 KV cache needs flash attention on the CPU build), in a small
 # window: these tests' prompts are short, and the stack's 32768 would need its YaRN flags too.

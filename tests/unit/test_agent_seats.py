@@ -402,5 +402,5 @@ def test_a_seat_image_built_here_is_read_from_the_file_its_build_wrote(tmp_path)
         parse(raw)
     assert "seatImage.file: got " in str(error.value)
     assert "No such file or directory; allowed: a file holding the image's pinned" \
-           " reference (localhosts/seat_image.py writes the local stack's: run scripts/up-local)" \
+           " reference (localhosts/images/seat_image.py writes the local stack's: run scripts/up-local)" \
            in str(error.value)

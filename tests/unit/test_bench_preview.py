@@ -4,7 +4,7 @@ change cannot quietly shrink what is measured), and the floor is counted like th
 from pathlib import Path
 
 from config.schema import parse
-from localhosts import bench_preview
+from localhosts.bench import bench_preview
 from tests.support.stack_files import stack_raw
 
 KEYS = [Path(f"/tmp/id_ed25519_{i}") for i in range(bench_preview.HOSTS + 1)]

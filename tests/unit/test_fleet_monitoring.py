@@ -1,7 +1,7 @@
 """components/vllm_fleet/monitoring.py: the bundled Prometheus's configuration is one Debian's
 promtool accepts and scrapes the fleet's pods and the gateway with its key; its pod restarts when
 a rule or a scrape changes; the Operator's objects carry the same rules and the stack's selector
-labels; and the local stack names the image localhosts/prometheus_image.py builds."""
+labels; and the local stack names the image localhosts/images/prometheus_image.py builds."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from components.gateway import metrics_target
 from components.vllm_fleet import alerts, monitoring, pod_discovery
 from config.schema import parse
 from config.types import Prometheus
-from localhosts import image_files, prometheus_image
+from localhosts.images import image_files, prometheus_image
 from tests.support.config_cases import MASTER_KEY, fleet_raw
 from tests.support.stack_files import stack_raw, with_placeholder_keys
 from tests.unit import test_cluster_gateway as in_cluster

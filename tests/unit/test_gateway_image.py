@@ -1,4 +1,4 @@
-"""The gateway image's contents (localhosts/gateway_image/build.py) on a small venv and bundle made
+"""The gateway image's contents (localhosts/images/gateway_image/build.py) on a small venv and bundle made
 here in a cache of their own, with this machine's python3.11, node, psql and commands: the venv
 at its real path and linked from /opt/litellm/venv, run by the image's python; node and the
 bundle's query engine; what migrate.sh runs; the libraries of all of it; the config's PATH
@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from components.gateway.database import MIGRATE_SH
-from localhosts import image_files
-from localhosts.gateway_image import build
+from localhosts.images import image_files
+from localhosts.images.gateway_image import build
 
 pytestmark = pytest.mark.skipif(
     not all(os.path.exists(p) for p in (build.NODE, *build.PG_PROGRAMS, image_files.PYTHON)),

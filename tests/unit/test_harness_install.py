@@ -1,4 +1,4 @@
-"""localhosts/harness_install.py: each pinned harness is installed once per (harness, version,
+"""localhosts/images/harness_install.py: each pinned harness is installed once per (harness, version,
 runtime) under $SPEAR_CACHE/harnesses, and reused after (the installers themselves stubbed)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from localhosts import harness_install
+from localhosts.images import harness_install
 
 
 @pytest.fixture

@@ -1,6 +1,6 @@
 """The API server as the checks reach it (components/hostops/kube_api.py), and how the gateway's
 rollout wait reads its pods and ends (components/gateway/cluster.py): what each refuses or
-reports, without a cluster; and the local cluster's client (localhosts/kubecluster.py), which
+reports, without a cluster; and the local cluster's client (localhosts/kube/kubecluster.py), which
 speaks through the same one, against a stand-in API server that demands its certificates."""
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ import yaml
 from components.gateway.cluster import GatewayRolloutProvider, RolloutFailed, _pod_problem
 from components.hostops.kube_api import KubeApi, ServiceProxy, vantage, vantage_name
 from components.hostops.ssh import RemoteError
-from localhosts import kubepki
-from localhosts.kubecluster import KubeClient
+from localhosts.kube import kubepki
+from localhosts.kube.kubecluster import KubeClient
 
 
 def kubeconfig(user: dict, cluster: dict | None = None) -> str:

@@ -1,4 +1,4 @@
-"""The local cluster's builds are cached by their recipe (localhosts/kubebuild.py): a folder that
+"""The local cluster's builds are cached by their recipe (localhosts/kube/kubebuild.py): a folder that
 exists is complete, a failed build leaves nothing, and a changed pin or flag is a new folder."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import shutil
 
 import pytest
 
-from localhosts import kubebuild
-from localhosts.kubebuild import Artifact, BuildError
+from localhosts.kube import kubebuild
+from localhosts.kube.kubebuild import Artifact, BuildError
 
 
 @pytest.fixture(autouse=True)

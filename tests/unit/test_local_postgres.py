@@ -1,8 +1,8 @@
-"""The throwaway PostgreSQL of tests and benchmarks (localhosts/postgres.py)."""
+"""The throwaway PostgreSQL of tests and benchmarks (localhosts/servers/postgres.py)."""
 
 import socket
 
-from localhosts import postgres
+from localhosts.servers import postgres
 
 
 def test_a_port_taken_between_the_check_and_the_start_is_left_for_the_next_free_one(monkeypatch):

@@ -1,11 +1,11 @@
-"""The local cluster's NetworkPolicy enforcer (localhosts/network_policies.py): what it is run as,
+"""The local cluster's NetworkPolicy enforcer (localhosts/kube/network_policies.py): what it is run as,
 and that the node's own configuration and cleanup agree with it."""
 
 from __future__ import annotations
 
 import re
 
-from localhosts import kubebuild, kubenode, network_policies
+from localhosts.kube import kubebuild, kubenode, network_policies
 
 API_SERVER_PORT = 6440
 

@@ -9,8 +9,8 @@ import os
 import shutil
 import subprocess
 
-from localhosts.litellm_venv import offline_bundle_dir
-from localhosts.litellm_proxy import GATEWAY_DIR
+from localhosts.servers.litellm_venv import offline_bundle_dir
+from localhosts.servers.litellm_proxy import GATEWAY_DIR
 
 ENGINE_DIR = GATEWAY_DIR / "prisma-offline"
 

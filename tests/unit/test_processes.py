@@ -1,4 +1,4 @@
-"""Stopping a set of processes (localhosts/processes.py::terminate): asked first, killed when they
+"""Stopping a set of processes (localhosts/servers/processes.py::terminate): asked first, killed when they
 do not go in time."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import subprocess
 import sys
 import time
 
-from localhosts.processes import terminate
+from localhosts.servers.processes import terminate
 
 IGNORES_SIGTERM = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print(1, flush=True); time.sleep(60)"
 

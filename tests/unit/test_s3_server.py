@@ -1,4 +1,4 @@
-"""The shared-state tests' S3 server's jar (localhosts/s3_server.py) is taken only with the digest
+"""The shared-state tests' S3 server's jar (localhosts/servers/s3_server.py) is taken only with the digest
 it is pinned by: a different file is refused and leaves nothing in the cache."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import hashlib
 
 import pytest
 
-from localhosts import s3_server
+from localhosts.servers import s3_server
 
 
 @pytest.fixture(autouse=True)

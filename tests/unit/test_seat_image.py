@@ -1,10 +1,10 @@
-"""localhosts/seat_image.py: OpenHands' virtualenv moves into the seat image with the Python it
+"""localhosts/images/seat_image.py: OpenHands' virtualenv moves into the seat image with the Python it
 was made with, at paths the image's unprivileged user can reach (the real image runs in
 tests/integration/test_gateway_in_cluster.py)."""
 
 from __future__ import annotations
 
-from localhosts import seat_image
+from localhosts.images import seat_image
 
 
 def fake_install(root):

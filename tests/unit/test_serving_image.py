@@ -1,4 +1,4 @@
-"""The serving image's archive (localhosts/serving_image/build.py, written by localhosts/oci.py) on
+"""The serving image's archive (localhosts/images/serving_image/build.py, written by localhosts/images/oci.py) on
 a few small files: an OCI image layout whose index names every tag, whose manifest, config and
 layer are the blobs their digests name, and whose layer holds what it was given, symlinks and
 modes included."""
@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from localhosts import oci
-from localhosts.serving_image import build
+from localhosts.images import oci
+from localhosts.images.serving_image import build
 
 
 @pytest.fixture

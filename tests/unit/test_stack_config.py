@@ -16,7 +16,7 @@ from config.load import StackConfigError, load
 from config.schema import parse
 from config.schema.backends import SEED_BACKENDS
 from config.types import ArchiveSource, GitSource, InlineKey, KeyFile
-from localhosts import llama_source
+from localhosts.hosts import llama_source
 from tests.support.config_cases import (DELETE, allowed_for, changed, problem_line,
                                         repeated_cases, run_program)
 from tests.support.stack_files import (DUMMY_KEY, PROD_HOST, encrypted_keys, engine_config, prod_raw,

@@ -1,4 +1,4 @@
-"""Tiny scripted GGUF models (localhosts/tiny_model.py): the generated GGUF checked with gguf's
+"""Tiny scripted GGUF models (localhosts/standins/tiny_model.py): the generated GGUF checked with gguf's
 reader, and the model's forward pass replayed in numpy from both prompt ends (tests/integration
 serves them with a real llama-server, which also checks how the prompts are tokenised)."""
 
@@ -10,7 +10,9 @@ import numpy as np
 import pytest
 from gguf import GGUFReader
 
-from localhosts import llama_source, tiny_model
+from localhosts.hosts import llama_source
+
+from localhosts.standins import tiny_model
 from tests.support.stack_files import stack_raw
 
 ANSWERS = [tiny_model.SMOKE_ANSWER, tiny_model.TOOL_CALL_ANSWER]

@@ -392,7 +392,7 @@ def test_the_loaded_kubeconfig_is_a_secret_output(mocks):
 
 
 def test_the_local_stacks_fleet_points_at_the_local_clusters_kubeconfig(monkeypatch):
-    from localhosts.kubecluster import LOCAL_CLUSTER, state_dir
+    from localhosts.kube.kubecluster import LOCAL_CLUSTER, state_dir
     from tests.support.stack_files import stack_raw, with_placeholder_keys
 
     monkeypatch.delenv("SPEAR_CACHE", raising=False)  # the stack names the default cache

@@ -1,4 +1,4 @@
-"""The vllm stand-in (localhosts/serving_image/vllm_standin.py) without a model: the command lines
+"""The vllm stand-in (localhosts/images/serving_image/vllm_standin.py) without a model: the command lines
 it takes and refuses, the requests it refuses as vLLM v0.24.0 does, and its Prometheus text."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import pytest
 
 from components.vllm_fleet import alerts
 from config.types import Vllm
-from localhosts.serving_image import vllm_standin
-from localhosts.serving_image.vllm_standin import RequestError, forwarded_body, parse
+from localhosts.images.serving_image import vllm_standin
+from localhosts.images.serving_image.vllm_standin import RequestError, forwarded_body, parse
 from spear import vllm
 
 FLEET = Vllm(model="Qwen/Qwen3-Coder-Next-FP8", revision="da6e2ed27304dd39abadd9c82ef50e8de67bdd4c",

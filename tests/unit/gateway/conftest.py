@@ -4,7 +4,7 @@ PostgreSQL (production), each test on a store of its own."""
 
 import pytest
 
-from localhosts.postgres import postgres_database
+from localhosts.servers.postgres import postgres_database
 from spear_gateway.budget import Ledger
 from spear_gateway.pg_store import PgStore
 

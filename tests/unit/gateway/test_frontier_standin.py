@@ -7,8 +7,8 @@ import urllib.request
 
 import pytest
 
-from localhosts.processes import free_port
-from localhosts.frontier_standin import FrontierStandin
+from localhosts.servers.processes import free_port
+from localhosts.standins.frontier_standin import FrontierStandin
 
 PORT = free_port()  # not a fixed one: the integration tests' servers run beside
 KEY = "sk-ant-standin"

@@ -9,8 +9,8 @@ import urllib.request
 
 import pytest
 
-from localhosts.openai_upstream import OpenAIUpstream
-from localhosts.processes import free_port
+from localhosts.standins.openai_upstream import OpenAIUpstream
+from localhosts.servers.processes import free_port
 
 PORT = free_port()  # not a fixed one: the integration tests' servers run beside
 
