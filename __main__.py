@@ -9,10 +9,8 @@ from components.agent_seats.manifests import GatewayTrust
 from components.endpoints import Endpoint
 from components.endpoints.reds import RedsEndpoint, RedsEndpointArgs
 from components.endpoints.runpod_endpoint import RunPodEndpoint, RunPodEndpointArgs
-from components.gateway import FleetRoutes, Gateway, GatewayArgs, HarnessPins, metrics_target
-from components.gateway.cluster import ClusterGateway, ClusterGatewayArgs
+from components.gateway import FleetRoutes, GatewayArgs, HarnessPins, metrics_target, place_gateway
 from components.gateway.render import coder_window
-from components.hostops.kube_api import cluster_access
 from components.inference_host import InferenceHost, InferenceHostArgs
 from components.vllm_fleet import VllmFleet, VllmFleetArgs
 from config.load import load
@@ -53,43 +51,29 @@ fleet = None if cfg.vllm_fleet is None else VllmFleet("vllm", VllmFleetArgs(
     gateway_key=stack.api_keys[GATEWAY_MASTER_KEY] if cfg.gateway else None))
 
 # The gateway routes `coder` to the endpoints it names, each through a tunnel at its backend's
-# client port on the gateway host, and to the fleet's tracks at their Services; in the fleet's
-# cluster (gateway.kubernetes) it routes to the fleet only. Endpoint names are unique across
-# the families (the config check).
+# client port on a gateway host, and to the fleet's tracks at their Services; in the fleet's
+# cluster (gateway.kubernetes) to the fleet only (the config check). Endpoint names are unique
+# across the families (the config check). Its placement is the config's, not this program's.
 endpoints: dict[str, Endpoint] = {**inference_hosts, **runpod_pods, **reds_endpoints}
 gateway_cfg = cfg.gateway
 fleet_routes = FleetRoutes(tracks=fleet.tracks, api_key=stack.api_keys[VLLM_API_KEY],
                            priority=cfg.vllm_fleet.vllm.scheduling_priority,
-                           cache_salt_scope=cfg.vllm_fleet.cache_salt) \
+                           cache_salt_scope=cfg.vllm_fleet.cache_salt,
+                           provider=fleet.provider, cluster=fleet.cluster) \
     if fleet is not None and gateway_cfg and FLEET_UPSTREAM in gateway_cfg.upstreams else None
 # Every developer's wiring: the stack's harness versions, and the window coder serves.
 harnesses = HarnessPins(cfg.harnesses, coder_window(cfg))
-gateway = None
-if gateway_cfg is not None and gateway_cfg.kubernetes is not None:
-    # In the fleet's cluster: the config check admits the fleet as its only upstream.
-    gateway = ClusterGateway(gateway_cfg.name, ClusterGatewayArgs(
-        config=gateway_cfg, provider=fleet.provider,
-        cluster=cluster_access(stack.kubeconfig, cfg.vllm_fleet.kubeconfig.path,
-                               cfg.vllm_fleet.kubeconfig.context),
-        master_key=stack.api_keys[GATEWAY_MASTER_KEY],
-        frontier_api_key=stack.api_keys[FRONTIER_API_KEY],
-        database_url=stack.api_keys[GATEWAY_DATABASE_URL],
-        developers=cfg.developers, harnesses=harnesses, fleet=fleet_routes,
-        tls_certificate=stack.api_keys.get(GATEWAY_TLS_CERTIFICATE),
-        tls_key=stack.api_keys.get(GATEWAY_TLS_KEY),
-        backup_key=stack.api_keys.get(GATEWAY_BACKUP_KEY)))
-elif gateway_cfg is not None:
-    gateway = Gateway(gateway_cfg.name, GatewayArgs(
-        config=gateway_cfg,
-        private_key=stack.ssh_keys[gateway_cfg.name],
-        master_key=stack.api_keys[GATEWAY_MASTER_KEY],
-        frontier_api_key=stack.api_keys[FRONTIER_API_KEY],
-        database_url=stack.api_keys.get(GATEWAY_DATABASE_URL),
-        upstreams={name: endpoints[name] for name in gateway_cfg.upstreams if name != FLEET_UPSTREAM},
-        developers=cfg.developers, harnesses=harnesses, fleet=fleet_routes,
-        tls_certificate=stack.api_keys.get(GATEWAY_TLS_CERTIFICATE),
-        tls_key=stack.api_keys.get(GATEWAY_TLS_KEY),
-        backup_key=stack.api_keys.get(GATEWAY_BACKUP_KEY)))
+gateway = None if gateway_cfg is None else place_gateway(gateway_cfg.name, GatewayArgs(
+    config=gateway_cfg,
+    master_key=stack.api_keys[GATEWAY_MASTER_KEY],
+    frontier_api_key=stack.api_keys[FRONTIER_API_KEY],
+    database_url=stack.api_keys.get(GATEWAY_DATABASE_URL),
+    developers=cfg.developers, harnesses=harnesses, fleet=fleet_routes,
+    tls_certificate=stack.api_keys.get(GATEWAY_TLS_CERTIFICATE),
+    tls_key=stack.api_keys.get(GATEWAY_TLS_KEY),
+    backup_key=stack.api_keys.get(GATEWAY_BACKUP_KEY),
+    private_key=stack.ssh_keys.get(gateway_cfg.name),
+    upstreams={name: endpoints[name] for name in gateway_cfg.upstreams if name != FLEET_UPSTREAM}))
 if fleet is not None:
     pulumi.export("vllm_fleet", fleet.outputs)
 

@@ -389,6 +389,12 @@ class Gateway:
     kubernetes: GatewayCluster | None = None
     tls_listener: TlsListener | None = None  # on a gateway host: its HTTPS beyond loopback
 
+    @property
+    def placement(self) -> str:
+        """Where it runs: `host` (a gateway host, gateway.ssh) or `kubernetes` (the fleet's
+        cluster, gateway.kubernetes); components/gateway/__init__.py has one of each."""
+        return "host" if self.kubernetes is None else "kubernetes"
+
 
 # --------------------------------------------------------------------------------------------
 # Developers (seed 001 step 5, "Budget hygiene"): one virtual key each, with a budget that resets

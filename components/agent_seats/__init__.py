@@ -27,7 +27,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.agent_seats import manifests
-from components.gateway import HarnessPins
+from components.gateway.access import HarnessPins
 from config.types import AgentSandbox, Developer, Seat
 from spear import tokens
 

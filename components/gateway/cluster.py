@@ -18,15 +18,14 @@ from __future__ import annotations
 import json
 import posixpath
 import urllib.parse
-from dataclasses import dataclass
 from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
 from pulumi.dynamic import ReadResult
 
-from components.gateway import DeveloperAccess, FleetRoutes, HarnessPins
 from components.gateway import cluster_manifests as manifests
+from components.gateway.access import DeveloperAccess, GatewayArgs
 from components.gateway.backup import rendered_script, restore_script
 from components.gateway.render import (DATABASE_URL_ENV, FRONTIER_KEY_ENV, HOSTS_DIR, config_facts,
                                        hatch_outputs,
@@ -37,41 +36,34 @@ from components.hostops.kube_api import KubeApi
 from components.hostops.remote_file import content_digest
 from components.hostops.ssh import RemoteError, tail
 from components.hostops.waiting import wait_until
-from config.types import Developer
+from components.vllm_fleet.monitoring import GatewayTarget
 from config.types import Gateway as GatewayConfig
 from review.kinds import CONFIG_ONLY, Kind
 from spear import tokens
-from spear.rules import FLEET_UPSTREAM, GATEWAY_FACTS_ANNOTATION
+from spear.rules import FLEET_UPSTREAM, GATEWAY_FACTS_ANNOTATION, GATEWAY_POD_LABELS
 
 MIGRATE_SH = HOSTS_DIR / "migrate.sh"
 # LiteLLM reads a key from this header before Authorization, which the API server's proxy drops.
 KEY_HEADER = "x-litellm-api-key"
 
 
-@dataclass
-class ClusterGatewayArgs:
-    config: GatewayConfig  # with kubernetes set
-    provider: k8s.Provider  # the fleet's cluster
-    cluster: pulumi.Input[dict]  # secret: kube_api.cluster_access(...), for the checks
-    master_key: pulumi.Input[str]  # secret
-    frontier_api_key: pulumi.Input[str]  # secret
-    database_url: pulumi.Input[str]  # secret: the PostgreSQL every replica shares
-    developers: dict[str, Developer]  # one virtual key each
-    harnesses: HarnessPins
-    fleet: FleetRoutes
-    # gateway.kubernetes.tls's certificate bundle and key (secrets); None without it.
-    tls_certificate: pulumi.Input[str] | None = None
-    tls_key: pulumi.Input[str] | None = None
-    backup_key: pulumi.Input[str] | None = None  # gatewayBackupKey, secret: with a backup
+def metrics_target(config: GatewayConfig) -> GatewayTarget:
+    """Where the fleet's Prometheus reads an in-cluster gateway's /metrics/: its pods, by their
+    labels, over TLS when it serves TLS."""
+    tls = config.kubernetes.tls
+    return GatewayTarget(namespace=config.kubernetes.namespace, pod_labels=GATEWAY_POD_LABELS,
+                         tls_name=tls.name if tls else None, root_pem=tls.root_pem if tls else None)
 
 
 class ClusterGateway(pulumi.ComponentResource):
-    def __init__(self, name: str, args: ClusterGatewayArgs,
+    """The gateway as a Deployment in the fleet's cluster (gateway.kubernetes)."""
+
+    def __init__(self, name: str, args: GatewayArgs,
                  opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(tokens.GATEWAY, name, None, opts)
         cfg, fleet = args.config, args.fleet
         place = cfg.kubernetes
-        on_cluster = pulumi.ResourceOptions(parent=self, provider=args.provider)
+        on_cluster = pulumi.ResourceOptions(parent=self, provider=fleet.provider)
 
         def after(*resources: pulumi.Resource, **extra: Any) -> pulumi.ResourceOptions:
             return pulumi.ResourceOptions.merge(on_cluster, pulumi.ResourceOptions(
@@ -145,7 +137,7 @@ class ClusterGateway(pulumi.ComponentResource):
             # A fixed name (and perhaps a fixed cluster IP): a replacement deletes the old first.
             opts=after(self.namespace, delete_before_replace=True))
 
-        cluster = pulumi.Output.secret(pulumi.Output.from_input(args.cluster)).apply(
+        cluster = pulumi.Output.secret(pulumi.Output.from_input(fleet.cluster)).apply(
             lambda access: {**access, "namespace": place.namespace, "service": manifests.NAME,
                             "key_header": KEY_HEADER, "scheme": "https" if place.tls else "http"})
         self.rollout = GatewayRollout(f"{name}-rollout", cluster, self.deployment, place.replicas,
@@ -190,7 +182,7 @@ class ClusterGateway(pulumi.ComponentResource):
         }
         self.register_outputs(self.outputs)
 
-    def _backup(self, name: str, cfg: GatewayConfig, args: ClusterGatewayArgs,
+    def _backup(self, name: str, cfg: GatewayConfig, args: GatewayArgs,
                 after: Any) -> list[pulumi.Resource]:
         """gateway.database.backup: its key, its script and the CronJob; with restoreFrom, the
         restore Job, which the migrations wait for (last in the list)."""

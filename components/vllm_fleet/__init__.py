@@ -24,6 +24,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
+from components.hostops.kube_api import cluster_access
 from components.vllm_fleet import alerts, dashboard, manifests, monitoring
 from config.types import Hatch, ServingPair
 from config.types import VllmFleet as FleetConfig
@@ -70,6 +71,8 @@ class VllmFleet(pulumi.ComponentResource):
         kubeconfig = args.kubeconfig if args.kubeconfig is not None else cfg.kubeconfig.path
         # ConfigMaps and Secrets update in place: the rollout record changes on every promotion
         # and the key may be rotated, and their names are fixed (a replacement would collide).
+        # What a dynamic resource keeps to reach the same cluster (the gateway's checks in it).
+        self.cluster = cluster_access(args.kubeconfig, cfg.kubeconfig.path, cfg.kubeconfig.context)
         self.provider = k8s.Provider(f"{name}-cluster", kubeconfig=kubeconfig,
                                      context=cfg.kubeconfig.context,
                                      enable_config_map_mutable=True, enable_secret_mutable=True,
