@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import ipaddress
+import math
 import re
 from collections.abc import Callable, Iterable, Sequence
 from typing import NamedTuple, TypeVar
@@ -188,8 +189,10 @@ def developer_key_problems(models: object, max_budget: object,
     if not isinstance(budget_duration, str) or not BUDGET_DURATION.fullmatch(budget_duration):
         problems.append(KeyProblem("budget_duration", "no budget_duration: the budget never"
                                    " resets and locks the developer out"))
-    if isinstance(max_budget, bool) or not isinstance(max_budget, (int, float)) or max_budget <= 0:
-        problems.append(KeyProblem("max_budget", "max_budget is not greater than 0"))
+    # `not 0 < x < inf` also refuses NaN, which every comparison answers False.
+    if isinstance(max_budget, bool) or not isinstance(max_budget, (int, float)) \
+            or not 0 < max_budget < math.inf:
+        problems.append(KeyProblem("max_budget", "max_budget is not a finite amount greater than 0"))
     if not isinstance(models, list) or not models:
         problems.append(KeyProblem("models", "no models"))
         return problems

@@ -56,12 +56,12 @@ def _developer(check: Checker, name: str, value: Any) -> Developer | None:
     team = get(dev, "team")
     team = None if team is MISSING else check.pattern(f"{key}.team", team, NAME, NAME_TEXT)
     given_models = get(dev, "models")
-    # The key's budget rules are spear/rules.py's, reported here at the settings at fault; the
-    # budget is an amount like any other (check.usd: above 0).
+    # The key's budget rules are spear/rules.py's alone (the policy pack asks the same function),
+    # reported here at the settings at fault: models, maxBudget and budgetDuration.
     faults = developer_key_problems([CODER_MODEL] if given_models is MISSING else given_models,
                                     from_text(get(dev, "maxBudget")), get(dev, "budgetDuration"))
     models = _models(check, f"{key}.models", given_models, faults)
-    budget = check.usd(f"{key}.maxBudget", get(dev, "maxBudget"))
+    budget = _budget(check, f"{key}.maxBudget", get(dev, "maxBudget"), faults)
     duration = check.text(f"{key}.budgetDuration", get(dev, "budgetDuration"),
                           lambda v: None if any(p.field == "budget_duration" for p in faults) else v,
                           BUDGET_DURATION_TEXT + " (required: a budget without one never resets"
@@ -96,6 +96,14 @@ def _models(check: Checker, key: str, value: Any, faults: list[KeyProblem]) -> t
     for i in sorted({i for p in at_fault for i in p.positions}):
         check.fail(f"{key}[{i}]", value[i], allowed)
     return tuple(dict.fromkeys(value))
+
+
+def _budget(check: Checker, key: str, value: Any, faults: list[KeyProblem]) -> float | None:
+    if any(p.field == "max_budget" for p in faults):
+        check.fail(key, value, "an amount in USD greater than 0"
+                   + (" (required)" if value is MISSING else ""))
+        return None
+    return float(from_text(value))
 
 
 def _metadata(check: Checker, key: str, value: Any) -> dict[str, str]:

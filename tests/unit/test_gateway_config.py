@@ -132,6 +132,12 @@ BAD = [
      "developers.ana.maxBudget", "an amount in USD greater than 0"),
     ("developer-max-budget-missing", changed(gateway_raw(), (*ANA, "maxBudget"), DELETE),
      "developers.ana.maxBudget", "an amount in USD greater than 0 (required)"),
+    # The rule (spear/rules.py::developer_key_problems) decides the budget alone: NaN and
+    # infinity, which a YAML float can be, are refused by it too.
+    ("developer-max-budget-nan", changed(gateway_raw(), (*ANA, "maxBudget"), float("nan")),
+     "developers.ana.maxBudget", "an amount in USD greater than 0"),
+    ("developer-max-budget-infinite", changed(gateway_raw(), (*ANA, "maxBudget"), float("inf")),
+     "developers.ana.maxBudget", "an amount in USD greater than 0"),
     ("developer-models-frontier", changed(gateway_raw(), (*ANA, "models"), ["frontier"]),
      "developers.ana.models[0]", "a non-empty list of the gateway's model names other than"
      " frontier (the hatch is reached by escalation only): coder"),

@@ -23,7 +23,7 @@ def test_a_key_without_a_budget_window_is_a_violation():
 
 def test_a_zero_budget_is_a_violation():
     [message] = check_resource(POLICY, tokens.GATEWAY_KEY, key(max_budget=0.0))
-    assert "max_budget is not greater than 0" in message
+    assert "max_budget is not a finite amount greater than 0" in message
 
 
 def test_frontier_given_directly_and_unknown_models_are_violations():
