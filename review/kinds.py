@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from spear.tokens import KubernetesType, Token
+from spear.tokens import ProviderType, Token
 
 CONFIG_ONLY = "config only (restart)"
 # An update that restarts nothing by itself: a key, a record, a check run again.
@@ -104,7 +104,7 @@ class Kind:
     gateway_line: Callable[[Change], str | None] | None = None
 
     @classmethod
-    def of(cls, token: Token | KubernetesType, name: str | Callable[[Mapping[str, Any]], str],
+    def of(cls, token: Token | ProviderType, name: str | Callable[[Mapping[str, Any]], str],
            update: str | Callable[[Mapping[str, Any], Mapping[str, Any]], str], **more: Any) -> Kind:
         return cls(token.type, name, update, **more)
 

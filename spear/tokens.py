@@ -43,7 +43,6 @@ REDS_TUNNEL_CHECK = Token("RedsTunnelCheck")
 # Dynamic resources of the gateway (components/gateway/).
 LITELLM_INSTALL = Token("LitellmInstall")
 GATEWAY_DATABASE = Token("GatewayDatabase")
-GATEWAY_MIGRATIONS = Token("GatewayMigrations")
 GATEWAY_BACKUP = Token("GatewayBackup")  # the timer that dumps the local database (backup.py)
 GATEWAY_CONFIG = Token("GatewayConfig")
 GATEWAY_ENV = Token("GatewayEnv")
@@ -71,32 +70,38 @@ AGENT_SEATS = "spear:seats:AgentSeats"  # the agent seats in the fleet's sandbox
 
 
 @dataclass(frozen=True)
-class KubernetesType:
-    """A pulumi-kubernetes resource type, e.g. `kubernetes:apps/v1:Deployment`."""
+class ProviderType:
+    """A type a provider plugin defines: pulumi-kubernetes' (`kubernetes:apps/v1:Deployment`) or
+    pulumi-command's (`command:remote:Command`)."""
     type: str
+
+
+# A one-shot operation on a host, run again when its triggers change (pulumi-command): the
+# gateway host's migrations (components/gateway/database.py::run_migrations).
+COMMAND_REMOTE = ProviderType("command:remote:Command")
 
 
 # The fleet's Kubernetes objects (components/vllm_fleet, components/agent_seats), as policies
 # and the preview summary match them.
 K8S_PROVIDER = "pulumi:providers:kubernetes"
-K8S_NAMESPACE = KubernetesType("kubernetes:core/v1:Namespace")
-K8S_SECRET = KubernetesType("kubernetes:core/v1:Secret")
-K8S_CONFIG_MAP = KubernetesType("kubernetes:core/v1:ConfigMap")
-K8S_PVC = KubernetesType("kubernetes:core/v1:PersistentVolumeClaim")
-K8S_PV = KubernetesType("kubernetes:core/v1:PersistentVolume")
-K8S_SERVICE = KubernetesType("kubernetes:core/v1:Service")
-K8S_DEPLOYMENT = KubernetesType("kubernetes:apps/v1:Deployment")
-K8S_JOB = KubernetesType("kubernetes:batch/v1:Job")
+K8S_NAMESPACE = ProviderType("kubernetes:core/v1:Namespace")
+K8S_SECRET = ProviderType("kubernetes:core/v1:Secret")
+K8S_CONFIG_MAP = ProviderType("kubernetes:core/v1:ConfigMap")
+K8S_PVC = ProviderType("kubernetes:core/v1:PersistentVolumeClaim")
+K8S_PV = ProviderType("kubernetes:core/v1:PersistentVolume")
+K8S_SERVICE = ProviderType("kubernetes:core/v1:Service")
+K8S_DEPLOYMENT = ProviderType("kubernetes:apps/v1:Deployment")
+K8S_JOB = ProviderType("kubernetes:batch/v1:Job")
 # The other workloads, which the agent sandbox's policy judges wherever one runs there.
-K8S_POD = KubernetesType("kubernetes:core/v1:Pod")
-K8S_STATEFUL_SET = KubernetesType("kubernetes:apps/v1:StatefulSet")
-K8S_DAEMON_SET = KubernetesType("kubernetes:apps/v1:DaemonSet")
-K8S_REPLICA_SET = KubernetesType("kubernetes:apps/v1:ReplicaSet")
-K8S_CRON_JOB = KubernetesType("kubernetes:batch/v1:CronJob")
+K8S_POD = ProviderType("kubernetes:core/v1:Pod")
+K8S_STATEFUL_SET = ProviderType("kubernetes:apps/v1:StatefulSet")
+K8S_DAEMON_SET = ProviderType("kubernetes:apps/v1:DaemonSet")
+K8S_REPLICA_SET = ProviderType("kubernetes:apps/v1:ReplicaSet")
+K8S_CRON_JOB = ProviderType("kubernetes:batch/v1:CronJob")
 K8S_WORKLOADS = (K8S_DEPLOYMENT, K8S_POD, K8S_STATEFUL_SET, K8S_DAEMON_SET, K8S_REPLICA_SET,
                  K8S_JOB, K8S_CRON_JOB)
-K8S_NETWORK_POLICY = KubernetesType("kubernetes:networking.k8s.io/v1:NetworkPolicy")
+K8S_NETWORK_POLICY = ProviderType("kubernetes:networking.k8s.io/v1:NetworkPolicy")
 # The node guard's account and its right to read and annotate the seats' pods.
-K8S_SERVICE_ACCOUNT = KubernetesType("kubernetes:core/v1:ServiceAccount")
-K8S_ROLE = KubernetesType("kubernetes:rbac.authorization.k8s.io/v1:Role")
-K8S_ROLE_BINDING = KubernetesType("kubernetes:rbac.authorization.k8s.io/v1:RoleBinding")
+K8S_SERVICE_ACCOUNT = ProviderType("kubernetes:core/v1:ServiceAccount")
+K8S_ROLE = ProviderType("kubernetes:rbac.authorization.k8s.io/v1:Role")
+K8S_ROLE_BINDING = ProviderType("kubernetes:rbac.authorization.k8s.io/v1:RoleBinding")

@@ -5,8 +5,8 @@
 database URL into `<runtime>/config/database.env` (0600). The password is made on the host and
 never leaves it: it is in no state, log or preview.
 
-`Migrations` applies LiteLLM's migrations with hosts/gateway/migrate.sh, which records each one,
-so a LiteLLM upgrade applies only the new ones; its outputs say how many were applied.
+`run_migrations` applies LiteLLM's migrations with hosts/gateway/migrate.sh, which records each
+one, so a LiteLLM upgrade applies only the new ones; its output says how many were applied.
 """
 
 from __future__ import annotations
@@ -19,12 +19,14 @@ from typing import Any
 
 import pulumi
 from pulumi.dynamic import ReadResult
+from pulumi_command import remote
 
 from components.gateway.backup import key_file, restore_script
 from components.gateway.render import HOSTS_DIR
 from components.hostops.host_resource import HostProvider, HostResource
-from components.hostops.ssh import RemoteError, Session
-from review.kinds import CONFIG_ONLY, CREATE, IN_PLACE, Kind
+from components.hostops.remote_file import content_digest
+from components.hostops.ssh import Session, resolve_connection
+from review.kinds import CONFIG_ONLY, CREATE, IN_PLACE, REPLACE, Change, Kind, updates_only
 from spear import tokens
 
 PG_VERSION = "15"
@@ -156,14 +158,6 @@ def _restore(dump: str | None, port: int, key: str) -> str:
                           f" --role={ROLE}", "on the gateway host")
 
 
-KINDS = (
-    Kind.of(tokens.GATEWAY_DATABASE, "gateway PostgreSQL", CONFIG_ONLY, meanings={
-        CREATE: "a PostgreSQL cluster, role and database; with gateway.database.restoreFrom the"
-                " dump is loaded into it first (keys and spend as dumped)"}),
-    Kind.of(tokens.GATEWAY_MIGRATIONS, "gateway migrations", IN_PLACE,
-            meanings={IN_PLACE: "applies only the LiteLLM migrations not yet recorded"}),
-)
-
 class LocalDatabase(HostResource, module=tokens.DYNAMIC_MODULE,
                     name=tokens.GATEWAY_DATABASE.name):
     env_file: pulumi.Output[str]
@@ -185,58 +179,86 @@ class LocalDatabase(HostResource, module=tokens.DYNAMIC_MODULE,
 
 @dataclass
 class MigrationsArgs:
-    connection: pulumi.Input[dict]
+    connection: pulumi.Input[dict]  # secret: the gateway host's login, with its pinned host key
     runtime_dir: str
     # The installed LiteLLM (its install key): a new one may bring new migrations.
     install_key: pulumi.Input[str]
     litellm_version: str
-    # Changes when the database does (a new local cluster, another external URL).
+    # Changes when the database does (a new local cluster, another external URL): secret.
     database: pulumi.Input[Any]
 
 
 _SUMMARY = re.compile(r"migrate: applied (\d+), skipped (\d+)")
+_SCRIPT_END = "SPEAR_MIGRATE_SH"
 
 
-class MigrationsProvider(HostProvider):
-    update_fields = ("install_key", "litellm_version", "database", "script")
-
-    def resource_id(self, props: dict[str, Any]) -> str:
-        return f"{props['connection']['host']}:{props['runtime_dir']}:migrations"
-
-    def apply(self, props: dict[str, Any], olds: dict[str, Any] | None) -> dict[str, Any]:
-        runtime = props["runtime_dir"]
-        script = posixpath.join(runtime, "bin", "migrate.sh")
-        with Session(props["connection"]) as host:
-            host.write(script, props["script"], 0o755)
-            # DATABASE_URL from the env files, never on a command line.
-            result = host.run(
-                f"set -a; . {shlex.quote(runtime)}/config/gateway.env;"
-                f" [ ! -f {shlex.quote(runtime)}/config/database.env ] ||"
-                f" . {shlex.quote(runtime)}/config/database.env; set +a;"
-                f" {shlex.quote(script)} --venv {shlex.quote(runtime)}/venv 2>&1")
-        found = _SUMMARY.search(result.stdout)
-        if not found:
-            raise RemoteError(f"migrate.sh gave no summary:\n{result.stdout[-2000:]}")
-        return {**props, "applied": int(found.group(1)), "skipped": int(found.group(2))}
-
-    def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
-        return ReadResult(id_=id_, outs=dict(props))
-
-    def delete(self, _id: str, props: dict[str, Any]) -> None:
-        return None  # migrations are never undone: the schema holds the records
+def migrations_command(runtime_dir: str, script: str) -> str:
+    """What runs on the gateway host: migrate.sh written to <runtime>/bin, then run with the
+    gateway's env files sourced, so DATABASE_URL is never on a command line or in the state."""
+    runtime = shlex.quote(runtime_dir)
+    path = shlex.quote(posixpath.join(runtime_dir, "bin", "migrate.sh"))
+    if not script.endswith("\n") or f"\n{_SCRIPT_END}\n" in script:
+        raise ValueError("migrate.sh must end with a newline and hold no line " + _SCRIPT_END)
+    return (f"set -e\ninstall -d -m 0755 {runtime}/bin\n"
+            f"cat > {path}.new <<'{_SCRIPT_END}'\n{script}{_SCRIPT_END}\n"
+            f"chmod 0755 {path}.new && mv {path}.new {path}\n"
+            f"set -a; . {runtime}/config/gateway.env\n"
+            f"[ ! -f {runtime}/config/database.env ] || . {runtime}/config/database.env\n"
+            f"set +a\nexec {path} --venv {runtime}/venv 2>&1\n")
 
 
-class Migrations(HostResource, module=tokens.DYNAMIC_MODULE, name=tokens.GATEWAY_MIGRATIONS.name):
-    applied: pulumi.Output[int]
-    skipped: pulumi.Output[int]
+def applied(stdout: str | None) -> int | None:
+    """How many migrations a run applied, from migrate.sh's summary line (None: no run yet)."""
+    found = _SUMMARY.search(stdout or "")
+    return int(found.group(1)) if found else None
 
-    def __init__(self, name: str, args: MigrationsArgs,
-                 opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__(MigrationsProvider(), name, {
-            "connection": args.connection,
-            "runtime_dir": args.runtime_dir,
-            "install_key": args.install_key,
-            "litellm_version": args.litellm_version,
-            "database": args.database,
-            "script": MIGRATE_SH.read_text(),
-        }, opts, outputs=("applied", "skipped"), secret_inputs=("database",))
+
+def command_connection(connection: pulumi.Input[dict]) -> remote.ConnectionArgs:
+    """The host resources' `connection` as pulumi-command's: the ssh_config entry resolved here
+    (components/hostops/ssh.py), and the host key the host must present (HostKey's record)."""
+    resolved = pulumi.Output.secret(pulumi.Output.from_input(connection).apply(
+        lambda c: {**resolve_connection(c), "host_key": c.get("host_key")}))
+    return remote.ConnectionArgs(
+        host=resolved.apply(lambda c: c["host"]), port=resolved.apply(lambda c: c["port"]),
+        user=resolved.apply(lambda c: c["user"]),
+        private_key=resolved.apply(lambda c: c["private_key"]),
+        host_key=resolved.apply(lambda c: c["host_key"]))
+
+
+def run_migrations(name: str, args: MigrationsArgs,
+                   opts: pulumi.ResourceOptions | None = None) -> remote.Command:
+    """LiteLLM's migrations, applied by migrate.sh (which records each, so a LiteLLM upgrade
+    applies only the new ones) whenever the install, the version, the database or the script
+    changes: a one-shot with nothing on the host to read back, so pulumi-command's Command,
+    re-run by its triggers, not a dynamic resource (DESIGN, "Resources"). Its output stays out
+    of logs and is a secret in the state (Prisma's errors can name the database)."""
+    script = MIGRATE_SH.read_text()
+    return remote.Command(name, remote.CommandArgs(
+        connection=command_connection(args.connection),
+        create=migrations_command(args.runtime_dir, script),
+        triggers=[{"install_key": args.install_key, "litellm_version": args.litellm_version,
+                   "database": pulumi.Output.secret(args.database),
+                   "script": content_digest(script)}],
+        logging=remote.Logging.NONE,
+    ), pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(
+        additional_secret_outputs=["stdout", "stderr"])))
+
+
+def _migrations_details(change: Change) -> list[str]:
+    """What made migrate.sh run again: the install, the version, the database or the script."""
+    old, new = ((state.get("triggers") or [{}])[0] for state in (change.old, change.new))
+    return [f"`{key}` changed" + ("" if key == "database" else f": {old.get(key)} -> {new.get(key)}")
+            for key in sorted(set(old) | set(new)) if old.get(key) != new.get(key)]
+
+
+# pulumi-command runs a Command's `create` again on an update as on a replacement.
+_RUN_AGAIN = "runs migrate.sh again: applies only the LiteLLM migrations not yet recorded"
+KINDS = (
+    Kind.of(tokens.GATEWAY_DATABASE, "gateway PostgreSQL", CONFIG_ONLY, meanings={
+        CREATE: "a PostgreSQL cluster, role and database; with gateway.database.restoreFrom the"
+                " dump is loaded into it first (keys and spend as dumped)"}),
+    # pulumi-command's type: the only remote Command is run_migrations'.
+    Kind.of(tokens.COMMAND_REMOTE, "gateway migrations", IN_PLACE,
+            details=updates_only(_migrations_details), hidden=frozenset({"create", "connection"}),
+            meanings={IN_PLACE: _RUN_AGAIN, REPLACE: _RUN_AGAIN}),
+)

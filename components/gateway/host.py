@@ -24,7 +24,7 @@ from components.gateway.access import DeveloperAccess, GatewayArgs, fleet_route
 from components.gateway.backup import DatabaseBackup, DatabaseBackupArgs
 from components.gateway.backup import render_units as render_backup_units
 from components.gateway.database import (CLUSTER, PG_VERSION, LocalDatabase, LocalDatabaseArgs,
-                                         Migrations, MigrationsArgs)
+                                         MigrationsArgs, applied, run_migrations)
 from components.gateway.install import LitellmInstall, LitellmInstallArgs
 from components.gateway.offline_engine import bundle_key
 from components.gateway.render import (DATABASE_URL_ENV, FRONTIER_KEY_ENV, HOOK_FILES,
@@ -282,7 +282,7 @@ class HostGateway(pulumi.ComponentResource):
         database = (pulumi.Output.all(self.database.records_id, self.database.system_id).apply(
             lambda ids: ids[0] or ids[1]) if self.database else
                     pulumi.Output.secret(args.database_url).apply(content_digest))
-        self.migrations = Migrations(f"{name}-migrations", MigrationsArgs(
+        self.migrations = run_migrations(f"{name}-migrations", MigrationsArgs(
             connection=connection, runtime_dir=runtime, install_key=self.install.install_key,
             litellm_version=cfg.litellm_version, database=database,
         ), pulumi.ResourceOptions(parent=self, depends_on=[
@@ -333,7 +333,9 @@ class HostGateway(pulumi.ComponentResource):
                                      "smoke_test": proof.smoke_test.summary,
                                      "throughput": self._throughput(track)}
                              for track, proof in self.fleet_proofs.items()},
-            "migrations_applied": self.migrations.applied,
+            # migrate.sh's summary, a count (its output is a secret: Prisma's errors can name the
+            # database).
+            "migrations_applied": pulumi.Output.unsecret(self.migrations.stdout.apply(applied)),
             "database": "local" if local_db else "external",
             **({"database_backup": {"folder": backup.folder, "first_dump": self.backup.first_dump,
                                     "dumps": self.backup.dumps,

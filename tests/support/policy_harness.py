@@ -255,7 +255,7 @@ def _floats(value: Any) -> Any:
     return value
 
 
-def kube_objects(**fleet: Any) -> dict[str, tuple[tokens.KubernetesType, dict[str, Any]]]:
+def kube_objects(**fleet: Any) -> dict[str, tuple[tokens.ProviderType, dict[str, Any]]]:
     """The fleet's objects by resource name, as (type, props), for the test fleet with `fleet`'s
     keys overridden (e.g. canary=...)."""
     from components.vllm_fleet import manifests
@@ -278,7 +278,7 @@ def kube_objects(**fleet: Any) -> dict[str, tuple[tokens.KubernetesType, dict[st
     return {name: (kind, _floats(props)) for name, (kind, props) in objects.items()}
 
 
-def seat_objects(**seats: Any) -> dict[str, tuple[tokens.KubernetesType, dict[str, Any]]]:
+def seat_objects(**seats: Any) -> dict[str, tuple[tokens.ProviderType, dict[str, Any]]]:
     """The agent seats' objects by resource name, as (type, props), for the test fleet's sandbox
     with `seats` (tests/support/config_cases.py::seats_raw; default ana's Codex seat)."""
     from components.agent_seats import manifests
@@ -288,7 +288,7 @@ def seat_objects(**seats: Any) -> dict[str, tuple[tokens.KubernetesType, dict[st
     cfg = parse(seats_raw(**seats))
     sandbox = cfg.vllm_fleet.agent_sandbox
     trust = manifests.GatewayTrust.of(cfg.gateway)
-    objects: dict[str, tuple[tokens.KubernetesType, dict[str, Any]]] = {
+    objects: dict[str, tuple[tokens.ProviderType, dict[str, Any]]] = {
         "seat-gateway-ca": (tokens.K8S_CONFIG_MAP, manifests.ca_config_map(sandbox, trust))}
     for seat in sandbox.seats.values():
         entry = manifests.wiring(seat, SEATS_GATEWAY_URL, cfg.harnesses, coder_window(cfg))
@@ -302,11 +302,11 @@ def seat_objects(**seats: Any) -> dict[str, tuple[tokens.KubernetesType, dict[st
     return {name: (kind, _floats(props)) for name, (kind, props) in objects.items()}
 
 
-def kube_stack(objects: dict[str, tuple[tokens.KubernetesType, dict[str, Any]]]) -> list[tuple[Any, ...]]:
+def kube_stack(objects: dict[str, tuple[tokens.ProviderType, dict[str, Any]]]) -> list[tuple[Any, ...]]:
     """check_stack's resources for these objects."""
     return [(kind, props, name) for name, (kind, props) in objects.items()]
 
 
-def stable_container(objects: dict[str, tuple[tokens.KubernetesType, dict[str, Any]]]) -> dict[str, Any]:
+def stable_container(objects: dict[str, tuple[tokens.ProviderType, dict[str, Any]]]) -> dict[str, Any]:
     """The vLLM container of the stable Deployment in `objects`, to change in place."""
     return objects["vllm-stable"][1]["spec"]["template"]["spec"]["containers"][0]

@@ -154,7 +154,7 @@ def test_the_local_program_registers_each_part_of_the_gateway_with_its_own_type(
         "gateway": tokens.GATEWAY,
         "gateway-litellm": tokens.LITELLM_INSTALL.type,
         "gateway-postgresql": tokens.GATEWAY_DATABASE.type,
-        "gateway-migrations": tokens.GATEWAY_MIGRATIONS.type,
+        "gateway-migrations": tokens.COMMAND_REMOTE.type,  # pulumi-command: a one-shot
         "gateway-backup": tokens.GATEWAY_BACKUP.type,  # the local stack backs its database up
         "gateway-config": tokens.GATEWAY_CONFIG.type,
         "gateway-env": tokens.GATEWAY_ENV.type,
@@ -224,7 +224,7 @@ def test_a_litellm_version_bump_replaces_the_install_and_restarts_the_proxy(loca
     bumped = run_program(edited(lambda raw: raw["gateway"]["litellm"].update(version="1.108.7")))
     assert changed(local, bumped) == {
         "gateway-litellm": ["install_key", "version"],
-        "gateway-migrations": ["install_key", "litellm_version"],
+        "gateway-migrations": ["triggers"],
         "gateway-config": ["litellm_version"],
         "gateway-service": ["restart_triggers"],
     }

@@ -311,6 +311,7 @@ def test_a_rotated_api_key_is_named_but_its_value_never_shown():
 
 import dataclasses  # noqa: E402 (this section's own)
 
+from components.gateway.database import MIGRATE_SH, migrations_command  # noqa: E402
 from components.gateway.install import LitellmInstallProvider  # noqa: E402
 from components.gateway.keys import GatewayKeyProvider  # noqa: E402
 from components.gateway.render import Route, render_config  # noqa: E402
@@ -319,7 +320,7 @@ from components.hostops.systemd_unit import SystemdUnitProvider  # noqa: E402
 from config.schema import parse  # noqa: E402
 from tests.support.config_cases import gateway_raw  # noqa: E402
 
-PART_TYPES.update({"-litellm": tokens.LITELLM_INSTALL, "-migrations": tokens.GATEWAY_MIGRATIONS,
+PART_TYPES.update({"-litellm": tokens.LITELLM_INSTALL, "-migrations": tokens.COMMAND_REMOTE,
                    "-config": tokens.GATEWAY_CONFIG, "-service": tokens.GATEWAY_SERVICE,
                    "-tunnel-gpu": tokens.GATEWAY_TUNNEL, "-key-ana": tokens.GATEWAY_KEY,
                    "-key-bob": tokens.GATEWAY_KEY, "-key-cyn": tokens.GATEWAY_KEY})
@@ -351,6 +352,13 @@ def dev_key(developer: str, **changes: Any) -> dict[str, Any]:
             "key": f"sk-{developer}-SECRET-v", **changes}
 
 
+def migrations(install_key: str) -> dict[str, Any]:
+    """The migrations' Command as the program gives it (components/gateway/database.py)."""
+    return {"create": migrations_command("/opt/spear-gateway", MIGRATE_SH.read_text()),
+            "logging": "none", "triggers": [{"install_key": install_key, "database": "db1",
+                                             "litellm_version": "1.91.1", "script": "s1"}]}
+
+
 def gateway_summary(*steps: dict[str, Any]) -> str:
     text = summary_of(*steps)
     assert "SECRET" not in text
@@ -360,15 +368,16 @@ def gateway_summary(*steps: dict[str, Any]) -> str:
 def test_a_litellm_upgrade_reads_as_reinstall_migrate_and_restart():
     text = gateway_summary(
         diffed(LitellmInstallProvider(), "gateway-litellm", install("1.91.1"), install("1.108.7")),
-        step("update", "gateway-migrations", {"install_key": "k-1.91.1"},
-             {"install_key": "k-1.108.7"}),
+        step("replace", "gateway-migrations", migrations("k-1.91.1"), migrations("k-1.108.7")),
         diffed(SystemdUnitProvider(), "gateway-service", service(),
                service(install_key="k-1.108.7")))
     assert text.startswith("### `prod`: replace and restart\n")
     assert "- **LiteLLM install** (`gateway-litellm`): **replace**: a new virtualenv" in text
     assert "  - LiteLLM 1.91.1 -> 1.108.7\n" in text
-    assert ("- **gateway migrations** (`gateway-migrations`): **in place (no restart)**: applies"
-            " only the LiteLLM migrations not yet recorded.") in text
+    assert ("- **gateway migrations** (`gateway-migrations`): **replace**: runs migrate.sh again:"
+            " applies only the LiteLLM migrations not yet recorded.") in text
+    assert "  - `install_key` changed: k-1.91.1 -> k-1.108.7\n" in text
+    assert "migrate.sh --venv" not in text  # the command itself is not a reviewer's line
     assert "  - restarts: install_key changed\n" in text
     assert "#### Gateway\n\n- gateway: LiteLLM 1.91.1 -> 1.108.7 (reinstall, migrate, restart)\n" in text
 

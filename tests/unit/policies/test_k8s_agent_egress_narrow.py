@@ -41,7 +41,7 @@ def test_the_clusters_dns_is_a_way_out_and_a_violation():
     assert "egress[1]: a destination" in message and "neither an ipBlock nor the gateway's pods" in message
 
 
-def gateway_deployment(namespace: str) -> tuple[tokens.KubernetesType, dict]:
+def gateway_deployment(namespace: str) -> tuple[tokens.ProviderType, dict]:
     return tokens.K8S_DEPLOYMENT, {"metadata": {"name": GATEWAY_APP, "namespace": namespace},
                                    "spec": {"selector": {"matchLabels": dict(GATEWAY_POD_LABELS)}}}
 
