@@ -1,8 +1,6 @@
-"""The generic checker: collects every problem in a stack's config, so all are reported at once.
-
-Each method checks one value and returns its normal form, or None after recording a Problem
-that names the full key, what was given and what is allowed. No Pulumi here: `config.load`
-turns a ConfigError into the error Pulumi prints.
+"""The checker: collects every problem in a stack's config, so all are reported at once, each a
+Problem naming the full key, what was given and what is allowed; and the value forms several
+sections share. No Pulumi here: `config.load` turns a ConfigError into the error Pulumi prints.
 """
 
 from __future__ import annotations
@@ -12,7 +10,7 @@ import os
 import posixpath
 import re
 import urllib.parse
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -134,10 +132,13 @@ def ip_address(value: str) -> str | None:
 
 
 class Checker:
-    """Collects problems; each method returns the checked value, or None after a problem."""
+    """Collects problems (config/options.py's kinds report theirs here)."""
 
-    def __init__(self) -> None:
+    def __init__(self, files: Mapping[str, bytes | str] | None = None) -> None:
         self.problems: list[Problem] = []
+        # What the stack's files hold, read before the check (config/load.py::read_files):
+        # path -> its bytes, or why it could not be read.
+        self.files = files or {}
 
     def fail(self, key: str, given: Any, allowed: str) -> None:
         self.report(key, show(given), allowed)
@@ -145,6 +146,10 @@ class Checker:
     def report(self, key: str, described: str, allowed: str) -> None:
         """Like fail, for a value that is described rather than shown (secrets, unknown keys)."""
         self.problems.append(Problem(f"{NAMESPACE}:{key}", described, allowed))
+
+    def keys_at_fault(self) -> set[str]:
+        """The keys (without the namespace) a problem was reported at."""
+        return {p.key.removeprefix(f"{NAMESPACE}:") for p in self.problems}
 
     def mark(self) -> int:
         return len(self.problems)
@@ -156,114 +161,3 @@ class Checker:
     def raise_if_any(self) -> None:
         if self.problems:
             raise ConfigError(*self.problems)
-
-    def obj(self, key: str, value: Any, allowed_keys: Sequence[str],
-            required: bool = True) -> dict | None:
-        """A mapping with only the allowed keys; {} when it may be left out.
-
-        None after a problem with the object itself: its members are then not checked, since
-        each would only repeat that problem.
-        """
-        what = "an object with keys " + ", ".join(allowed_keys)
-        if value is MISSING and not required:
-            return {}
-        if not isinstance(value, Mapping):
-            self.fail(key, value, what + (" (required)" if value is MISSING else ""))
-            return None
-        for unknown in sorted(set(value) - set(allowed_keys), key=str):
-            self.report(f"{key}.{unknown}", "an unknown key", "one of " + ", ".join(allowed_keys))
-        return dict(value)
-
-    def named_map(self, key: str, value: Any, what: str, required: bool = True) -> dict | None:
-        """A mapping from names (NAME) to objects, e.g. inferenceHosts: {reds: {...}}."""
-        if value is MISSING and not required:
-            return {}
-        if not isinstance(value, Mapping) or (required and not value):
-            self.fail(key, value, f"a non-empty map of name -> {what}"
-                      + (" (required)" if value is MISSING else ""))
-            return None
-        for name in value:
-            if not (isinstance(name, str) and NAME.fullmatch(name)):
-                self.report(f"{key}.{name}", "an invalid name", NAME_TEXT)
-        return {name: item for name, item in value.items()
-                if isinstance(name, str) and NAME.fullmatch(name)}
-
-    def integer(self, key: str, value: Any, lo: int, hi: int | None = None,
-                default: int | None = None, note: str = "required") -> int | None:
-        """An integer in range; `note` (shown when there is no default) says why it is required."""
-        what = f"an integer {lo}-{hi}" if hi is not None else f"an integer >= {lo}"
-        if default is None:
-            what += f" ({note})"
-        if value is MISSING:
-            if default is None:
-                self.fail(key, MISSING, what)
-            return default
-        number = from_text(value)
-        if isinstance(number, bool) or not isinstance(number, int) \
-                or number < lo or (hi is not None and number > hi):
-            self.fail(key, value, what)
-            return None
-        return number
-
-    def number(self, key: str, value: Any, lo: float, hi: float | None = None,
-               default: float | None = None, lo_open: bool = False, note: str = "required") -> float | None:
-        """A number (int or float) in range; lo_open: strictly above lo."""
-        what = (f"a number {'>' if lo_open else '>='} {lo:g}"
-                + (f" and <= {hi:g}" if hi is not None else ""))
-        if value is MISSING:
-            if default is None:
-                self.fail(key, MISSING, f"{what} ({note})")
-            return default
-        number = from_text(value)
-        if isinstance(number, bool) or not isinstance(number, (int, float)) or number != number \
-                or (number <= lo if lo_open else number < lo) or (hi is not None and number > hi):
-            self.fail(key, value, what)
-            return None
-        return float(number)
-
-    def usd(self, key: str, value: Any, default: float | None = None) -> float | None:
-        """An amount in USD greater than 0."""
-        if value is MISSING and default is not None:
-            return default
-        amount = from_text(value)
-        if isinstance(amount, bool) or not isinstance(amount, (int, float)) or not amount > 0:
-            self.fail(key, value, "an amount in USD greater than 0" +
-                      (" (required)" if value is MISSING else ""))
-            return None
-        return float(amount)
-
-    def optional_integer(self, key: str, value: Any, lo: int) -> int | None:
-        return None if value is MISSING else self.integer(key, value, lo, note="optional")
-
-    def port(self, key: str, value: Any, default: int | None = None) -> int | None:
-        return self.integer(key, value, 1, 65535, default=default)
-
-    def text(self, key: str, value: Any, valid: Callable[[str], str | None], what: str,
-             default: str | None = None) -> str | None:
-        """A string that `valid` accepts (returning its normal form)."""
-        if value is MISSING:
-            if default is None:
-                self.fail(key, MISSING, f"{what} (required)")
-            return default
-        normal = valid(value) if isinstance(value, str) else None
-        if normal is None:
-            self.fail(key, value, what)
-        return normal
-
-    def pattern(self, key: str, value: Any, regex: re.Pattern[str], what: str,
-                default: str | None = None) -> str | None:
-        return self.text(key, value, lambda v: v if regex.fullmatch(v) else None, what, default)
-
-    def choice(self, key: str, value: Any, choices: Sequence[str],
-               default: str | None = None) -> str | None:
-        return self.text(key, value, lambda v: v if v in choices else None,
-                         "one of " + ", ".join(choices), default)
-
-    def boolean(self, key: str, value: Any, default: bool) -> bool:
-        if value is MISSING:
-            return default
-        value = {"true": True, "false": False}.get(value, value) if isinstance(value, str) else value
-        if not isinstance(value, bool):  # as the CLI writes them, too
-            self.fail(key, value, "true or false")
-            return default
-        return value

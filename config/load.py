@@ -10,13 +10,14 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pulumi
 from pulumi.runtime.sync_await import _sync_await
 
 from config.checker import NAMESPACE, ConfigError, Problem, show
-from config.schema import OBJECT_KEYS, TOP_KEYS, parse
+from config.schema import OBJECT_KEYS, STACK, TOP_KEYS, parse
 from config.types import API_KEY_NAMES, GATEWAY_SECRET_NAMES, FleetConfig, InlineKey, KeyFile
 from spear import rollout_gate, rules
 
@@ -71,6 +72,29 @@ def _read_raw() -> dict[str, Any]:
         if value is not None:
             raw[key] = value
     return raw
+
+
+def read_files(raw: Mapping[str, Any]) -> dict[str, bytes | str]:
+    """What each file the stack names holds (a gate's task set and records, an image's pinned
+    reference), by the path it gives: its bytes, or why it cannot be read. Read here so that
+    `parse` only checks; a folder gives each file in it, as <folder>/<name>."""
+    files: dict[str, bytes | str] = {}
+    for path, folder in STACK.files(raw):
+        try:
+            if not folder:
+                files[path] = Path(path).expanduser().read_bytes()
+                continue
+            for child in sorted(Path(path).iterdir()):
+                if child.is_file():
+                    files[f"{path}/{child.name}"] = child.read_bytes()
+        except OSError as error:
+            files[path] = error.strerror or str(error)
+    return files
+
+
+def parse_stack(raw: Mapping[str, Any], deployed: Any = None) -> FleetConfig:
+    """`parse` over the files the stack names, read from this project: load() without Pulumi."""
+    return parse(raw, deployed, read_files(raw))
 
 
 def _key_text(owner: str, key: InlineKey | KeyFile, problems: list[Problem]) -> str | None:
@@ -139,7 +163,8 @@ def load() -> LoadedStack:
                 for key in SECRET_KEYS
                 if key in raw and not pulumi.runtime.is_config_secret(f"{NAMESPACE}:{key}")]
     try:
-        cfg: FleetConfig | None = parse(raw, deployed_rollout() if "vllmFleet" in raw else None)
+        cfg: FleetConfig | None = parse_stack(raw, deployed_rollout() if "vllmFleet" in raw
+                                              else None)
     except ConfigError as error:
         problems[:0] = error.problems
         cfg = None

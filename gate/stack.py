@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from config.checker import MISSING, NAMESPACE, Checker, ConfigError, get
+from config.load import read_files
 from config.schema import vllm_fleet
 from config.types import GATEWAY_MASTER_KEY
 from gate import GateError
@@ -80,7 +81,7 @@ def load(stack: str) -> GateStack:
     fleet = (config.get(f"{NAMESPACE}:vllmFleet") or {}).get("objectValue") or {}
     gate = get(fleet, "rolloutGate")
     gate = gate if isinstance(gate, Mapping) else {}
-    check = Checker()
+    check = Checker(read_files({"vllmFleet": {"rolloutGate": {"policy": get(gate, "policy")}}}))
     found = vllm_fleet.gate_policy(check, "vllmFleet.rolloutGate.policy", get(gate, "policy"))
     records = get(gate, "records")
     if not isinstance(records, str):

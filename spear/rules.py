@@ -246,6 +246,13 @@ def ring_routes(ring: object, tracks: dict[str, str | None]) -> list[str]:
     return ring_members(ring, list(tracks), tracks.get)
 
 
+def served_by_track_alone(ring: object, track: str) -> bool:
+    """Whether a key of `ring` is served by the fleet's `track` alone, whatever else `coder`
+    routes to: what the gate's keys must be, so each measures its track."""
+    return ring_routes(ring, {STABLE_TRACK: STABLE_TRACK, CANARY_TRACK: CANARY_TRACK,
+                              "another endpoint": None}) == [track]
+
+
 # ---------------------------------------------------------------------------------------------
 # The agent sandbox's egress (seed 001 step 7): the default-deny is opened only to the gateway
 # (its pods in the cluster, its address on a host: taken from `gateway`) and the mirrors, each a

@@ -11,11 +11,19 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from config.checker import MISSING, Checker, get
+from config.checker import MISSING, Checker
+from config.options import PORT as PORT_KIND
+from config.options import Choice, Named, Obj, Opt
 from config.types import API, BACKEND_KINDS, PORT, Backend, InferenceHost
 from spear.rules import THIS_MACHINE, port_clashes
 
-KEYS = ("backends",)
+# A seed backend's kind and port default to the seed's; a new one's kind to `port`.
+BACKEND = Obj({
+    "kind": Opt(Choice(BACKEND_KINDS), "port (a client port) or api (a hosted API)", default=None),
+    "port": Opt(PORT_KIND, "the client-side port (kind port only)", default=None),
+})
+OPTIONS = {"backends": Opt(Named(BACKEND, "{kind?, port?}", non_empty=False),
+                           "client backends beyond (or moving) the seed's four", default={})}
 
 SEED_BACKENDS = {
     "local": Backend(name="local", kind=PORT, port=8080,
@@ -28,29 +36,27 @@ SEED_BACKENDS = {
 
 def parse(check: Checker, value: Any) -> dict[str, Backend] | None:
     start = check.mark()
-    given = check.named_map("backends", value, "{kind?, port?}", required=False)
+    given = OPTIONS["backends"].read(check, "backends", value)
     if given is None:
         return None
     table = dict(SEED_BACKENDS)
     for name, entry in given.items():
-        key = f"backends.{name}"
-        seed = SEED_BACKENDS.get(name)
-        entry = check.obj(key, entry, ("kind", "port"))
         if entry is None:
             continue
-        kind = check.choice(f"{key}.kind", get(entry, "kind"), BACKEND_KINDS,
-                            default=seed.kind if seed else PORT)
-        port = get(entry, "port")
+        key, seed = f"backends.{name}", SEED_BACKENDS.get(name)
+        kind, port = entry["kind"] or (seed.kind if seed else PORT), entry["port"]
         if kind == API:
-            if port is not MISSING:
+            if port is not None:
                 check.fail(f"{key}.port", port, f"no port: a backend of kind {API} is a hosted API")
             table[name] = Backend(name=name, kind=API, port=None,
                                   what=seed.what if seed else f"the {name} API")
-        elif kind == PORT:
-            default = seed.port if seed and seed.kind == PORT else None
-            checked = check.port(f"{key}.port", port, default=default)
-            table[name] = Backend(name=name, kind=PORT, port=checked,
-                                  what=seed.what if seed else f"127.0.0.1:{checked} on the client")
+            continue
+        if port is None and seed and seed.kind == PORT:
+            port = seed.port
+        elif port is None and key + ".port" not in check.keys_at_fault():
+            check.fail(f"{key}.port", MISSING, f"{PORT_KIND.allowed} (required)")
+        table[name] = Backend(name=name, kind=PORT, port=port,
+                              what=seed.what if seed else f"127.0.0.1:{port} on the client")
     if not check.clean_since(start):
         return None
     _check_distinct(check, table)

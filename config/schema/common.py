@@ -11,12 +11,24 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from config.checker import HOSTNAME, MISSING, USER, Checker, get
-from config.types import PORT, ApiKey, Backend, InlineKey, KeyFile, SshTarget
+from config.checker import HOSTNAME, MISSING, USER, Checker, absolute_dir, get
+from config.options import PORT, Choice, Obj, Opt, Raw, Text, pattern
+from config.types import PORT as PORT_BACKEND, ApiKey, Backend, InlineKey, KeyFile, SshTarget
 from spear.rules import COMMIT_TEXT, HOST_KEY_TEXT, host_key_normal, is_commit
 
-HF_REPO = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*")
-SERVED_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+RUNTIME_DIR = Text(absolute_dir, "an absolute path other than / (letters, digits, '._+-/')")
+HOST_KEY = Text(host_key_normal, HOST_KEY_TEXT)
+USER_KIND = pattern(USER, "a user name")
+# Checked with sshPrivateKeys.<name>: exactly one of the two.
+KEY_PATH = Raw({"type": "string"})
+_KEY_FILE = Text(lambda v: os.path.expanduser(v) if v.strip() else None,
+                 "a path to a private key file")
+# A port backend's name: one of the `backends` table's (port_backend).
+BACKEND = Raw({"type": "string"})
+HF_REPO = pattern(re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*"),
+                  "a Hugging Face repository id (<owner>/<name>)")
+SERVED_NAME = pattern(re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}"),
+                      "a model name (letters, digits, '.', '_', '-'; at most 64)")
 # Ends up in an environment file and an HTTP header: one line of printable characters.
 _API_KEY = re.compile(r"[!-~]+")
 _KEY_CHOICE = ("exactly one of {owner}.ssh.privateKeyPath (a key file) or"
@@ -31,18 +43,12 @@ def ssh_key_entry(keys_value: Any, name: str) -> Any:
     return get(keys_value, name) if isinstance(keys_value, Mapping) else None
 
 
-def host_key(check: Checker, key: str, value: Any) -> str | None:
-    """ssh.hostKey: the key the host must present, normalised; None when left out."""
-    if value is MISSING:
-        return None
-    return check.text(key, value, host_key_normal, HOST_KEY_TEXT)
-
-
 def private_key(check: Checker, name: str, path: Any, secret: Any,
                 owner: str) -> InlineKey | KeyFile | None:
     """`name`'s key: the file at `path` or the secret sshPrivateKeys.<name>; owner: the key of
     what logs in with it (e.g. inferenceHosts.<name>)."""
     one_of = _KEY_CHOICE.format(name=name, owner=owner)
+    path = MISSING if path is None else path  # KEY_PATH left out
     if path is MISSING and secret is MISSING:
         check.report(f"sshPrivateKeys.{name}", "nothing", one_of)
         return None
@@ -51,9 +57,7 @@ def private_key(check: Checker, name: str, path: Any, secret: Any,
                      f"a key file as well as sshPrivateKeys.{name}", one_of)
         return None
     if path is not MISSING:
-        expanded = check.text(f"{owner}.ssh.privateKeyPath", path,
-                              lambda v: os.path.expanduser(v) if v.strip() else None,
-                              "a path to a private key file")
+        expanded = _KEY_FILE.read(check, f"{owner}.ssh.privateKeyPath", path)
         return KeyFile(expanded) if expanded else None
     if not isinstance(secret, str) or "PRIVATE KEY-----" not in secret:
         described = (f"a secret of {len(secret)} characters without a PEM/OpenSSH header"
@@ -64,31 +68,39 @@ def private_key(check: Checker, name: str, path: Any, secret: Any,
     return InlineKey(secret)
 
 
-def ssh_target(check: Checker, owner: str, name: str, value: Any, secret_key: Any,
-               host_text: str) -> SshTarget | None:
-    """`owner`.ssh: a host spear-fleet logs in to, with `name`'s key (a file or a secret)."""
-    start = check.mark()
-    key = f"{owner}.ssh"
-    ssh = check.obj(key, value, ("host", "port", "user", "privateKeyPath", "hostKey"))
+def ssh_obj(host_text: str) -> Obj:
+    """An ssh object: a host spear-fleet logs in to (`host_text`: what its host may be)."""
+    return Obj({
+        "host": Opt(pattern(HOSTNAME, host_text), "where spear-fleet logs in"),
+        "port": Opt(PORT, "its sshd's port", default=22),
+        "user": Opt(USER_KIND, "who logs in", default="root"),
+        "privateKeyPath": Opt(KEY_PATH, "a private key file on this machine (or sshPrivateKeys.<name>)",
+                              default=None),
+        "hostKey": Opt(HOST_KEY, "the host key it must present (else recorded at first contact)",
+                       default=None),
+    })
+
+
+def ssh_target(check: Checker, owner: str, name: str, ssh: dict | None,
+               secret_key: Any) -> SshTarget | None:
+    """`owner`.ssh as ssh_obj read it, with `name`'s key (a file or a secret)."""
     if ssh is None:
         return None
-    host = check.pattern(f"{key}.host", get(ssh, "host"), HOSTNAME, host_text)
-    port = check.port(f"{key}.port", get(ssh, "port"), 22)
-    user = check.pattern(f"{key}.user", get(ssh, "user"), USER, "a user name", default="root")
-    login_key = private_key(check, name, get(ssh, "privateKeyPath"), secret_key, owner=owner)
-    pinned = host_key(check, f"{key}.hostKey", get(ssh, "hostKey"))
+    start = check.mark()
+    login_key = private_key(check, name, ssh["privateKeyPath"], secret_key, owner=owner)
     if not check.clean_since(start):
         return None
-    return SshTarget(host=host, port=port, user=user, key=login_key, host_key=pinned)
+    return SshTarget(host=ssh["host"], port=ssh["port"], user=ssh["user"], key=login_key,
+                     host_key=ssh["hostKey"])
 
 
 def port_backend(check: Checker, key: str, value: Any,
                  backends: Mapping[str, Backend] | None) -> Backend | None:
-    """A backend reached on a client port (default `reds`), by name."""
+    """A backend reached on a client port, by name (BACKEND's value)."""
     if backends is None:  # the table itself has a problem, already reported
         return None
-    port_backends = [name for name, backend in backends.items() if backend.kind == PORT]
-    name = check.choice(key, value, port_backends, default="reds")
+    port_backends = [name for name, backend in backends.items() if backend.kind == PORT_BACKEND]
+    name = Choice(tuple(port_backends)).read(check, key, value)
     return backends[name] if name else None
 
 
@@ -108,7 +120,7 @@ def api_key(check: Checker, name: str, value: Any, required_by: list[str]) -> Ap
     return ApiKey(value)
 
 
-def model_revision(check: Checker, key: str, value: Any) -> str | None:
-    """A model repository's revision: its full commit id, never a branch (seed 001 step 2)."""
-    return check.text(key, value, lambda v: v if is_commit(v) else None,
-                      COMMIT_TEXT.replace("a commit id", "the model repository's commit id"))
+# A model repository's revision: its full commit id, never a branch (seed 001 step 2).
+REVISION = Text(lambda v: v if is_commit(v) else None,
+                COMMIT_TEXT.replace("a commit id", "the model repository's commit id"),
+                "^[0-9a-f]{40}$")

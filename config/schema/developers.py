@@ -13,34 +13,51 @@ stamps on the developer's requests (interactive 0, background 10: agent loops yi
 
 from __future__ import annotations
 
-import re
-from collections.abc import Mapping
 from typing import Any
 
-from config.checker import MISSING, NAME, NAME_TEXT, Checker, from_text, get, show
+from config.checker import MISSING, Checker, from_text
+from config.options import NAME_KIND, Choice, Int, Labels, Named, Obj, Opt, Raw, pattern
 from config.types import Developer
 from spear.rules import (BUDGET_DURATION, BUDGET_DURATION_TEXT, CODER_MODEL,
                          DEFAULT_PRIORITY_CLASS, FRONTIER_MODEL, GENERAL_RING, PRIORITY_CLASSES,
                          RINGS, KeyProblem, developer_key_problems)
 
+_MODELS_TEXT = (f"a non-empty list of the gateway's model names other than {FRONTIER_MODEL}"
+                f" (the hatch is reached by escalation only): {CODER_MODEL}")
+_LIMIT = Int(1)
+DEVELOPER = Obj({
+    "team": Opt(NAME_KIND, "the team the key belongs to (LiteLLM's team)", default=None),
+    # The key's budget rules are spear/rules.py's alone (the policy pack asks the same function):
+    # these three are judged there, and reported here at the setting at fault.
+    "models": Opt(Raw({"type": "array", "items": {"type": "string"}, "minItems": 1}),
+                  "the gateway model names the key may use", default=[CODER_MODEL]),
+    "maxBudget": Opt(Raw({"anyOf": [{"type": "number", "exclusiveMinimum": 0},
+                                    {"type": "string"}]}), "USD per budget window"),
+    "budgetDuration": Opt(Raw({"type": "string", "pattern": f"^(?:{BUDGET_DURATION.pattern})$"}),
+                          "the window after which the budget resets (30d, 1mo, ...)"),
+    "tpmLimit": Opt(_LIMIT, "tokens per minute", default=None),
+    "rpmLimit": Opt(_LIMIT, "requests per minute", default=None),
+    "maxParallelRequests": Opt(_LIMIT, "requests in flight at once", default=None),
+    "metadata": Opt(Labels(), "the key's metadata (one-line strings)", default={}),
+    "rotation": Opt(Int(0), "bump to rotate the key; the old one lives the grace period",
+                    default=0),
+    "rotationGracePeriod": Opt(pattern(BUDGET_DURATION, BUDGET_DURATION_TEXT),
+                               "how long a rotated-out key still works", default="24h"),
+    "ring": Opt(Choice(RINGS), "pilot: served by the fleet's canary while one is up",
+                default=GENERAL_RING),
+    "priority": Opt(Choice(tuple(PRIORITY_CLASSES)),
+                    "the vLLM priority the gateway stamps (interactive 0, background 10)",
+                    default=DEFAULT_PRIORITY_CLASS),
+})
+_DEVELOPERS = Named(DEVELOPER, "a developer", non_empty=False)
+OPTIONS = {"developers": Opt(_DEVELOPERS, "one virtual key per developer, by name (only with"
+                             " gateway)", default={})}
 
-KEYS = ("developers",)
 
-_KEYS = ("team", "models", "maxBudget", "budgetDuration", "tpmLimit", "rpmLimit",
-         "maxParallelRequests", "metadata", "rotation", "rotationGracePeriod", "ring", "priority")
-_TEXT = re.compile(r"[ -~]{0,256}")  # metadata values: one printable line
-
-
-def parse(check: Checker, value: Any, has_gateway: bool) -> dict[str, Developer]:
-    developers = check.named_map("developers", value, "a developer", required=False)
-    if developers is None or not developers:
-        return {}
-    if not has_gateway:
-        check.report("developers", "developers without a gateway",
-                     "developers only with `gateway` (their keys live there)")
-        return {}
+def parse(check: Checker, value: Any) -> dict[str, Developer]:
+    developers = {} if value is MISSING else _DEVELOPERS.entries(check, "developers", value)
     parsed = {}
-    for name, item in developers.items():
+    for name, item in (developers or {}).items():
         developer = _developer(check, name, item)
         if developer is not None:
             parsed[name] = developer
@@ -50,68 +67,32 @@ def parse(check: Checker, value: Any, has_gateway: bool) -> dict[str, Developer]
 def _developer(check: Checker, name: str, value: Any) -> Developer | None:
     start = check.mark()
     key = f"developers.{name}"
-    dev = check.obj(key, value, _KEYS)
+    dev = DEVELOPER.read(check, key, value)
     if dev is None:
         return None
-    team = get(dev, "team")
-    team = None if team is MISSING else check.pattern(f"{key}.team", team, NAME, NAME_TEXT)
-    given_models = get(dev, "models")
-    # The key's budget rules are spear/rules.py's alone (the policy pack asks the same function),
-    # reported here at the settings at fault: models, maxBudget and budgetDuration.
-    faults = developer_key_problems([CODER_MODEL] if given_models is MISSING else given_models,
-                                    from_text(get(dev, "maxBudget")), get(dev, "budgetDuration"))
-    models = _models(check, f"{key}.models", given_models, faults)
-    budget = _budget(check, f"{key}.maxBudget", get(dev, "maxBudget"), faults)
-    duration = check.text(f"{key}.budgetDuration", get(dev, "budgetDuration"),
-                          lambda v: None if any(p.field == "budget_duration" for p in faults) else v,
-                          BUDGET_DURATION_TEXT + " (required: a budget without one never resets"
-                          " and locks the developer out once spent)")
-    limits = [check.optional_integer(f"{key}.{limit}", get(dev, limit), 1)
-              for limit in ("tpmLimit", "rpmLimit", "maxParallelRequests")]
-    metadata = _metadata(check, f"{key}.metadata", get(dev, "metadata"))
-    rotation = check.integer(f"{key}.rotation", get(dev, "rotation"), 0, default=0)
-    grace = check.pattern(f"{key}.rotationGracePeriod", get(dev, "rotationGracePeriod"),
-                          BUDGET_DURATION, BUDGET_DURATION_TEXT, default="24h")
-    ring = check.choice(f"{key}.ring", get(dev, "ring"), RINGS, default=GENERAL_RING)
-    priority = check.choice(f"{key}.priority", get(dev, "priority"), tuple(PRIORITY_CLASSES),
-                            default=DEFAULT_PRIORITY_CLASS)
+    given_models, budget = dev["models"], dev["maxBudget"]
+    faults = developer_key_problems(given_models, from_text(budget), dev["budgetDuration"])
+    _report_models(check, f"{key}.models", given_models, faults)
+    if any(p.field == "max_budget" for p in faults):
+        check.fail(f"{key}.maxBudget", budget, "an amount in USD greater than 0"
+                   + (" (required)" if budget is MISSING else ""))
+    if any(p.field == "budget_duration" for p in faults):
+        check.fail(f"{key}.budgetDuration", dev["budgetDuration"], BUDGET_DURATION_TEXT
+                   + " (required: a budget without one never resets and locks the developer"
+                   " out once spent)")
     if not check.clean_since(start):
         return None
-    tpm, rpm, parallel = limits
-    return Developer(name=name, team=team, models=models, max_budget=budget,
-                     budget_duration=duration, tpm_limit=tpm, rpm_limit=rpm,
-                     max_parallel_requests=parallel, metadata=metadata, rotation=rotation,
-                     rotation_grace=grace, ring=ring, priority=priority)
+    return Developer(name=name, team=dev["team"], models=tuple(dict.fromkeys(given_models)),
+                     max_budget=float(from_text(budget)), budget_duration=dev["budgetDuration"],
+                     tpm_limit=dev["tpmLimit"], rpm_limit=dev["rpmLimit"],
+                     max_parallel_requests=dev["maxParallelRequests"], metadata=dev["metadata"],
+                     rotation=dev["rotation"], rotation_grace=dev["rotationGracePeriod"],
+                     ring=dev["ring"], priority=dev["priority"])
 
 
-def _models(check: Checker, key: str, value: Any, faults: list[KeyProblem]) -> tuple[str, ...]:
-    if value is MISSING:
-        return (CODER_MODEL,)
-    allowed = (f"a non-empty list of the gateway's model names other than {FRONTIER_MODEL}"
-               f" (the hatch is reached by escalation only): {CODER_MODEL}")
+def _report_models(check: Checker, key: str, value: Any, faults: list[KeyProblem]) -> None:
     at_fault = [p for p in faults if p.field == "models"]
     if any(not p.positions for p in at_fault):
-        check.fail(key, value, allowed)
-        return ()
+        check.fail(key, value, _MODELS_TEXT)
     for i in sorted({i for p in at_fault for i in p.positions}):
-        check.fail(f"{key}[{i}]", value[i], allowed)
-    return tuple(dict.fromkeys(value))
-
-
-def _budget(check: Checker, key: str, value: Any, faults: list[KeyProblem]) -> float | None:
-    if any(p.field == "max_budget" for p in faults):
-        check.fail(key, value, "an amount in USD greater than 0"
-                   + (" (required)" if value is MISSING else ""))
-        return None
-    return float(from_text(value))
-
-
-def _metadata(check: Checker, key: str, value: Any) -> dict[str, str]:
-    if value is MISSING:
-        return {}
-    if not isinstance(value, Mapping) or not all(
-            isinstance(k, str) and isinstance(v, str) and _TEXT.fullmatch(v)
-            for k, v in value.items()):
-        check.report(key, show(value), "a map of names to one-line strings")
-        return {}
-    return dict(value)
+        check.fail(f"{key}[{i}]", value[i], _MODELS_TEXT)

@@ -8,21 +8,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from config.checker import MISSING, Checker, get
+from config.checker import Checker
+from config.options import Obj, Opt, pattern
 from spear.harness import DEFAULT_VERSIONS, EXACT_VERSION, EXACT_VERSION_TEXT, HARNESSES
 
-KEYS = ("harnesses",)
+OPTIONS = {"harnesses": Opt(Obj({harness: Opt(pattern(EXACT_VERSION, EXACT_VERSION_TEXT),
+                                              f"the {harness} release developers run",
+                                              default=DEFAULT_VERSIONS[harness])
+                                 for harness in HARNESSES}),
+                            "each coding harness's exact version (only with gateway)", default={})}
 
 
-def parse(check: Checker, value: Any, has_gateway: bool) -> dict[str, str]:
+def parse(check: Checker, value: Any) -> dict[str, str]:
     """harness -> version, for every harness."""
-    if value is not MISSING and not has_gateway:
-        check.report("harnesses", "harness versions without a gateway",
-                     "harnesses only with `gateway` (the harnesses are wired to it)")
+    versions = OPTIONS["harnesses"].read(check, "harnesses", value)
+    if versions is None:
         return dict(DEFAULT_VERSIONS)
-    given = check.obj("harnesses", value, HARNESSES, required=False)
-    if given is None:
-        return dict(DEFAULT_VERSIONS)
-    return {harness: check.pattern(f"harnesses.{harness}", get(given, harness), EXACT_VERSION,
-                                   EXACT_VERSION_TEXT, default=DEFAULT_VERSIONS[harness])
-            for harness in HARNESSES}
+    return {harness: version or DEFAULT_VERSIONS[harness] for harness, version in versions.items()}

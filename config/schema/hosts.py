@@ -13,19 +13,81 @@ from collections.abc import Collection, Mapping
 from typing import Any
 
 from config.checker import (FILE_NAME, FILE_NAME_TEXT, LOCATION_TEXT, MISSING, Checker,
-                            absolute_dir, expand_location, get, ip_address, relative_subdir)
-from config.schema.common import port_backend, ssh_target
+                            expand_location, ip_address, relative_subdir)
+from config.options import (BOOL, PORT, SECRET, Choice, Either, Int, ListOf, Named, Obj, Opt,
+                            Raw, Text, pattern)
+from config.schema.common import BACKEND, RUNTIME_DIR, port_backend, ssh_obj, ssh_target
 from config.types import (PROFILE_CMAKE_FLAGS, ArchiveSource, Backend, GitSource,
                           InferenceHost, LlamaCpp, Model, Server, Shard)
 from spear.rules import (COMMIT_TEXT, SHA256_TEXT, THIS_MACHINE, is_commit, is_sha256,
                          port_clashes)
 
-KEYS = ("inferenceHosts", "sshPrivateKeys")
-
-_HOST_KEYS = ("ssh", "runtimeDir", "backend", "llamaCpp", "model", "server")
-_ARCH = re.compile(r"[a-z0-9_]+")
-_CMAKE_FLAG = re.compile(r"-D[A-Za-z_][A-Za-z0-9_]*(:[A-Z]+)?=\S*")
-_GIT_URL = re.compile(r"[^\s-]\S*")  # no whitespace, and not an option to git
+_SHA256 = Text(lambda v: v.lower() if is_sha256(v) else None, SHA256_TEXT)  # as sha256sum prints
+_LOCATION = Text(expand_location, LOCATION_TEXT)
+_SOURCE = Either({
+    "git": Obj({"git": Opt(pattern(re.compile(r"[^\s-]\S*"), "a git URL or path"),
+                           "llama.cpp's repository (no whitespace, not an option to git)"),
+                "commit": Opt(Text(lambda v: v if is_commit(v) else None, COMMIT_TEXT),
+                              "the commit built")}),
+    "archive": Obj({"archive": Opt(_LOCATION, "a source archive: a local path or http(s) URL"),
+                    "sha256": Opt(_SHA256, "the archive's digest"),
+                    "subdir": Opt(Text(relative_subdir, "a relative path inside the archive,"
+                                       " without '..'"), "the llama.cpp tree inside it",
+                                  default=".")}),
+}, "either {git, commit} or {archive, sha256, subdir}")
+_SHARD = Obj({
+    "name": Opt(pattern(FILE_NAME, FILE_NAME_TEXT), "its file name under <runtime>/models/gguf/"),
+    "size": Opt(Int(1), "its size in bytes", why="required: the file size in bytes"),
+    "sha256": Opt(_SHA256, "its digest"),
+    "source": Opt(_LOCATION, "where it is fetched from; left out: already on the host",
+                  default=None),
+})
+_SERVER_INT = Int(0)
+HOST = Obj({
+    "ssh": Opt(ssh_obj("a host name, ~/.ssh/config alias or IP address"), "how spear-fleet logs in"),
+    "runtimeDir": Opt(RUNTIME_DIR, "spear-fleet's folder on the host", default="/opt/spear"),
+    "backend": Opt(BACKEND, "the client backend whose port reaches this server", default="reds"),
+    "llamaCpp": Opt(Obj({
+        "source": Opt(_SOURCE, "where llama.cpp's source comes from"),
+        "profile": Opt(Choice(tuple(PROFILE_CMAKE_FLAGS)), "the build profile"),
+        "extraCmakeFlags": Opt(ListOf(pattern(re.compile(r"-D[A-Za-z_][A-Za-z0-9_]*(:[A-Z]+)?=\S*"),
+                                              "a -DNAME=value (or -DNAME:TYPE=value) string"),
+                                      "a list of -DNAME=value strings"),
+                               "cmake flags after the profile's (a later -D wins)", default=()),
+    }), "the llama.cpp build"),
+    "model": Opt(Obj({
+        "arch": Opt(pattern(re.compile(r"[a-z0-9_]+"), "a llama.cpp architecture name"
+                            " ([a-z0-9_]+, e.g. qwen3next, llama)"),
+                    "llama.cpp's architecture name, the prefix of its GGUF keys"),
+        "nativeCtx": Opt(Int(1), "the context length the model was trained at",
+                         why="required: the context length it was trained at"),
+        "moe": Opt(BOOL, "a mixture-of-experts model", default=False),
+        "shards": Opt(ListOf(_SHARD, "a non-empty list of {name, size, sha256, source?}",
+                             non_empty=True), "the GGUF files, in order"),
+        "adapter": Opt(Raw({"type": "string"}), "a LoRA file under <runtime>/models/lora/, or"
+                       " none for the base model", default=None),
+    }), "the model it serves"),
+    "server": Opt(Obj({
+        "ctxSize": Opt(Int(1), "the context window llama-server allocates",
+                       why="no default: state it in the stack"),
+        "host": Opt(Text(ip_address, "an IP address"), "where it listens", default="127.0.0.1"),
+        "port": Opt(PORT, "its port on the host", default=8080),
+        "threads": Opt(Int(1), "CPU threads (left out: llama-server's default)", default=None),
+        "gpuLayers": Opt(_SERVER_INT, "layers on the GPU (left out: llama-server's default)",
+                         default=None),
+        "cpuMoe": Opt(_SERVER_INT, "MoE layers kept on the CPU (only with model.moe)",
+                      default=None),
+        "parallel": Opt(Int(1), "requests served at once", default=1),
+    }), "llama-server's settings"),
+})
+_HOSTS = Named(HOST, "an inference host")
+OPTIONS = {
+    "inferenceHosts": Opt(_HOSTS, "the inference hosts, by name"),
+    "sshPrivateKeys": Opt(Raw({"type": "object", "additionalProperties": SECRET.schema()}),
+                          "a secret private key per host, pod or endpoint name", default=None),
+}
+_ADAPTER = Text(lambda v: v if FILE_NAME.fullmatch(v) else None,
+                FILE_NAME_TEXT + " under <runtime>/models/lora/, or none for the base model")
 
 
 def parse(check: Checker, value: Any, keys_value: Any,
@@ -33,7 +95,7 @@ def parse(check: Checker, value: Any, keys_value: Any,
           other_key_owners: Mapping[str, Collection[str]] | None = None) -> dict[str, InferenceHost]:
     """other_key_owners: besides the inference hosts, what else may have a key in
     sshPrivateKeys, by kind (e.g. {"pods": [...], "REDS endpoints": [...]})."""
-    hosts = check.named_map("inferenceHosts", value, "an inference host")
+    hosts = _HOSTS.entries(check, "inferenceHosts", value)
     secret_keys = _secret_keys(check, keys_value)
     if hosts is None:
         return {}
@@ -69,136 +131,37 @@ def _host(check: Checker, name: str, value: Any, secret_key: Any,
           backends: Mapping[str, Backend] | None) -> InferenceHost | None:
     start = check.mark()
     prefix = f"inferenceHosts.{name}"
-    host = check.obj(prefix, value, _HOST_KEYS)
+    host = HOST.read(check, prefix, value)
     if host is None:
         return None
-    ssh = ssh_target(check, prefix, name, get(host, "ssh"), secret_key,
-                     "a host name, ~/.ssh/config alias or IP address")
-    runtime_dir = check.text(f"{prefix}.runtimeDir", get(host, "runtimeDir"), absolute_dir,
-                             "an absolute path other than / (letters, digits, '._+-/')",
-                             default="/opt/spear")
-    backend = port_backend(check, f"{prefix}.backend", get(host, "backend"), backends)
-    llama_cpp = _llama_cpp(check, f"{prefix}.llamaCpp", get(host, "llamaCpp"))
-    model = _model(check, f"{prefix}.model", get(host, "model"))
-    server = _server(check, f"{prefix}.server", get(host, "server"),
-                     moe=model.moe if model else None)
+    ssh = ssh_target(check, prefix, name, host["ssh"], secret_key)
+    backend = port_backend(check, f"{prefix}.backend", host["backend"], backends)
+    llama, model, server = host["llamaCpp"], host["model"], host["server"]
+    adapter = model and model["adapter"]
+    if adapter not in (None, "none"):
+        adapter = _ADAPTER.read(check, f"{prefix}.model.adapter", adapter)
+    if server and model and server["cpuMoe"] is not None and model["moe"] is False:
+        check.fail(f"{prefix}.server.cpuMoe", server["cpuMoe"],
+                   "only with model.moe: true (it keeps mixture-of-experts layers on the CPU)")
+    names = [shard["name"] for shard in (model and model["shards"]) or () if shard]
+    for i, shard_name in enumerate(names):
+        if shard_name is not None and shard_name in names[:i]:
+            check.fail(f"{prefix}.model.shards[{i}].name", shard_name, "a name no other shard has")
     if not check.clean_since(start):
         return None
-    return InferenceHost(name=name, ssh=ssh, runtime_dir=runtime_dir, backend=backend,
-                         llama_cpp=llama_cpp, model=model, server=server)
-
-
-def _llama_cpp(check: Checker, key: str, value: Any) -> LlamaCpp | None:
-    start = check.mark()
-    llama = check.obj(key, value, ("source", "profile", "extraCmakeFlags"))
-    if llama is None:
-        return None
-    source = _source(check, f"{key}.source", get(llama, "source"))
-    profile = check.choice(f"{key}.profile", get(llama, "profile"), tuple(PROFILE_CMAKE_FLAGS))
-    flags_value = get(llama, "extraCmakeFlags")
-    flags: list[str | None] = []
-    if flags_value is not MISSING and not isinstance(flags_value, list):
-        check.fail(f"{key}.extraCmakeFlags", flags_value, "a list of -DNAME=value strings")
-    elif flags_value is not MISSING:
-        flags = [check.pattern(f"{key}.extraCmakeFlags[{i}]", flag, _CMAKE_FLAG,
-                               "a -DNAME=value (or -DNAME:TYPE=value) string")
-                 for i, flag in enumerate(flags_value)]
-    return LlamaCpp(source, profile, tuple(flags)) if check.clean_since(start) else None
-
-
-def _source(check: Checker, key: str, value: Any) -> GitSource | ArchiveSource | None:
-    if not isinstance(value, Mapping) or ("git" in value) == ("archive" in value):
-        check.fail(key, value, "either {git, commit} or {archive, sha256, subdir}"
-                   + (" (required)" if value is MISSING else ""))
-        return None
-    if "git" in value:
-        source = check.obj(key, value, ("git", "commit"))
-        return GitSource(
-            url=check.pattern(f"{key}.git", source["git"], _GIT_URL, "a git URL or path"),
-            commit=check.text(f"{key}.commit", get(source, "commit"),
-                              lambda v: v if is_commit(v) else None, COMMIT_TEXT),
-        )
-    source = check.obj(key, value, ("archive", "sha256", "subdir"))
-    return ArchiveSource(
-        archive=check.text(f"{key}.archive", source["archive"], expand_location, LOCATION_TEXT),
-        sha256=_sha256(check, f"{key}.sha256", get(source, "sha256")),
-        subdir=check.text(f"{key}.subdir", get(source, "subdir"), relative_subdir,
-                          "a relative path inside the archive, without '..'", default="."),
-    )
-
-
-def _sha256(check: Checker, key: str, value: Any) -> str | None:
-    """A digest, in the lowercase sha256sum prints."""
-    return check.text(key, value, lambda v: v.lower() if is_sha256(v) else None, SHA256_TEXT)
-
-
-def _model(check: Checker, key: str, value: Any) -> Model | None:
-    start = check.mark()
-    model = check.obj(key, value, ("arch", "nativeCtx", "moe", "shards", "adapter"))
-    if model is None:
-        return None
-    adapter = get(model, "adapter")
-    result = Model(
-        arch=check.pattern(f"{key}.arch", get(model, "arch"), _ARCH,
-                           "a llama.cpp architecture name ([a-z0-9_]+, e.g. qwen3next, llama)"),
-        native_ctx=check.integer(f"{key}.nativeCtx", get(model, "nativeCtx"), 1,
-                                 note="required: the context length it was trained at"),
-        moe=check.boolean(f"{key}.moe", get(model, "moe"), default=False),
-        shards=_shards(check, f"{key}.shards", get(model, "shards")),
-        adapter=None if adapter in (MISSING, None, "none") else check.pattern(
-            f"{key}.adapter", adapter, FILE_NAME,
-            FILE_NAME_TEXT + " under <runtime>/models/lora/, or none for the base model"),
-    )
-    return result if check.clean_since(start) else None
-
-
-def _shards(check: Checker, key: str, value: Any) -> tuple[Shard, ...]:
-    what = "a non-empty list of {name, size, sha256, source?}"
-    if value is MISSING or not isinstance(value, list) or not value:
-        check.fail(key, value, what + (" (required)" if value is MISSING else ""))
-        return ()
-    shards: list[Shard] = []
-    for i, item in enumerate(value):
-        item_key = f"{key}[{i}]"
-        shard = check.obj(item_key, item, ("name", "size", "sha256", "source"))
-        if shard is None:
-            continue
-        name = check.pattern(f"{item_key}.name", get(shard, "name"), FILE_NAME, FILE_NAME_TEXT)
-        if name is not None and name in (s.name for s in shards):
-            check.fail(f"{item_key}.name", name, "a name no other shard has")
-        source = get(shard, "source")
-        shards.append(Shard(
-            name=name,
-            size=check.integer(f"{item_key}.size", get(shard, "size"), 1,
-                               note="required: the file size in bytes"),
-            sha256=_sha256(check, f"{item_key}.sha256", get(shard, "sha256")),
-            source=None if source is MISSING else check.text(
-                f"{item_key}.source", source, expand_location, LOCATION_TEXT),
-        ))
-    return tuple(shards)
-
-
-def _server(check: Checker, key: str, value: Any, moe: bool | None) -> Server | None:
-    start = check.mark()
-    server = check.obj(key, value,
-                       ("ctxSize", "host", "port", "threads", "gpuLayers", "cpuMoe", "parallel"))
-    if server is None:
-        return None
-    result = Server(
-        ctx_size=check.integer(f"{key}.ctxSize", get(server, "ctxSize"), 1,
-                               note="no default: state it in the stack"),
-        host=check.text(f"{key}.host", get(server, "host"), ip_address, "an IP address",
-                        default="127.0.0.1"),
-        port=check.port(f"{key}.port", get(server, "port"), 8080),
-        threads=check.optional_integer(f"{key}.threads", get(server, "threads"), 1),
-        gpu_layers=check.optional_integer(f"{key}.gpuLayers", get(server, "gpuLayers"), 0),
-        cpu_moe=check.optional_integer(f"{key}.cpuMoe", get(server, "cpuMoe"), 0),
-        parallel=check.integer(f"{key}.parallel", get(server, "parallel"), 1, default=1),
-    )
-    if result.cpu_moe is not None and moe is False:
-        check.fail(f"{key}.cpuMoe", result.cpu_moe,
-                   "only with model.moe: true (it keeps mixture-of-experts layers on the CPU)")
-    return result if check.clean_since(start) else None
+    source_kind, source = llama["source"]
+    return InferenceHost(
+        name=name, ssh=ssh, runtime_dir=host["runtimeDir"], backend=backend,
+        llama_cpp=LlamaCpp(GitSource(source["git"], source["commit"]) if source_kind == "git"
+                           else ArchiveSource(source["archive"], source["sha256"], source["subdir"]),
+                           llama["profile"], tuple(llama["extraCmakeFlags"])),
+        model=Model(arch=model["arch"], native_ctx=model["nativeCtx"], moe=model["moe"],
+                    shards=tuple(Shard(name=s["name"], size=s["size"], sha256=s["sha256"],
+                                       source=s["source"]) for s in model["shards"]),
+                    adapter=None if adapter == "none" else adapter),
+        server=Server(ctx_size=server["ctxSize"], host=server["host"], port=server["port"],
+                      threads=server["threads"], gpu_layers=server["gpuLayers"],
+                      cpu_moe=server["cpuMoe"], parallel=server["parallel"]))
 
 
 # --------------------------------------------------------------------------------------------

@@ -14,22 +14,43 @@ import re
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from config.checker import HOSTNAME, MISSING, USER, Checker, get
-from config.schema.common import host_key, port_backend, private_key, ssh_key_entry
+from config.checker import HOSTNAME, MISSING, Checker
+from config.options import PORT, Later, Named, Obj, Opt, Raw, pattern
+from config.schema.common import (BACKEND, HOST_KEY, KEY_PATH, USER_KIND, port_backend,
+                                  private_key, ssh_key_entry)
 from config.types import Backend, InferenceHost, RedsEndpoint, RedsSsh
-
-KEYS = ("redsEndpoints",)
 
 DEFAULT_PORT = 8010  # SPEAR_SERVER_PORT on the REDS host in the seed's profile
 LOOPBACK = "127.0.0.1"  # where a hand-run server listens: clients reach it through the tunnel
 
-_ENDPOINT_KEYS = ("inferenceHost", "ssh", "port", "modelId", "backend")
-_SSH_KEYS = ("host", "port", "user", "privateKeyPath", "hostKey")
-# An id as /v1/models lists it (a name, a Hugging Face id, a model path): one printable word.
-_MODEL_ID = re.compile(r"[!-~]{1,256}")
 _ONE_OF = ("exactly one of inferenceHost (a name in inferenceHosts: the server this stack"
            " manages there) or ssh {host, port?, user?, privateKeyPath?} (a host whose server"
            " someone else runs, on `port`)")
+# Left out: ~/.ssh/config's entry for the host says, when the connection is made.
+_SSH = Obj({
+    "host": Opt(pattern(HOSTNAME, "a host name, ~/.ssh/config alias or IP address"),
+                "the REDS host (an ~/.ssh/config alias is preferred)"),
+    "port": Opt(PORT, "its sshd's port (left out: ~/.ssh/config's Port, else 22)", default=None),
+    "user": Opt(USER_KIND, "who logs in (left out: ~/.ssh/config's, else root)", default=None),
+    "privateKeyPath": Opt(KEY_PATH, "a private key file (left out: sshPrivateKeys.<name>, else"
+                          " the alias's IdentityFile)", default=None),
+    "hostKey": Opt(HOST_KEY, "the host key it must present", default=None),
+})
+ENDPOINT = Obj({
+    # One of the two (_ONE_OF): checked by the section, which says which is missing.
+    "inferenceHost": Opt(Raw({"type": "string"}), "the inference host whose server this is",
+                         default=None),
+    "ssh": Opt(Later(_SSH), "the host whose server someone else runs", default=None),
+    "port": Opt(Raw(PORT.schema()), f"the server's port there (with ssh; default {DEFAULT_PORT})",
+                default=None),
+    # An id as /v1/models lists it (a name, a Hugging Face id, a model path): one printable word.
+    "modelId": Opt(pattern(re.compile(r"[!-~]{1,256}"), "a model id as /v1/models lists it"
+                           " (printable characters, no spaces; at most 256)"),
+                   "the id it must advertise (left out: the first /v1/models lists)", default=None),
+    "backend": Opt(BACKEND, "the client backend whose tunnel reaches it", default="reds"),
+})
+_ENDPOINTS = Named(ENDPOINT, "a REDS endpoint", non_empty=False)
+OPTIONS = {"redsEndpoints": Opt(_ENDPOINTS, "REDS endpoints, by name", default={})}
 
 
 def parse(check: Checker, value: Any, ssh_keys_value: Any,
@@ -37,7 +58,7 @@ def parse(check: Checker, value: Any, ssh_keys_value: Any,
           declared_hosts: Collection[str], other_names: Collection[str]) -> dict[str, RedsEndpoint]:
     """declared_hosts: every name under inferenceHosts, parsed or not (a host with a problem of
     its own is not also unknown); other_names: the names the hosts and pods already take."""
-    endpoints = check.named_map("redsEndpoints", value, "a REDS endpoint", required=False)
+    endpoints = {} if value is MISSING else _ENDPOINTS.entries(check, "redsEndpoints", value)
     if endpoints is None:
         return {}
     parsed = {}
@@ -58,20 +79,16 @@ def _endpoint(check: Checker, name: str, value: Any, secret_key: Any,
               declared_hosts: Collection[str]) -> RedsEndpoint | None:
     start = check.mark()
     prefix = f"redsEndpoints.{name}"
-    endpoint = check.obj(prefix, value, _ENDPOINT_KEYS)
+    endpoint = ENDPOINT.read(check, prefix, value)
     if endpoint is None:
         return None
-    model_id = get(endpoint, "modelId")
-    model_id = None if model_id is MISSING else check.pattern(
-        f"{prefix}.modelId", model_id, _MODEL_ID,
-        "a model id as /v1/models lists it (printable characters, no spaces; at most 256)")
-    backend = port_backend(check, f"{prefix}.backend", get(endpoint, "backend"), backends)
-    host_name, ssh = get(endpoint, "inferenceHost"), get(endpoint, "ssh")
-    if (host_name is MISSING) == (ssh is MISSING):
-        check.report(prefix, "neither inferenceHost nor ssh" if host_name is MISSING
+    backend = port_backend(check, f"{prefix}.backend", endpoint["backend"], backends)
+    host_name, ssh = endpoint["inferenceHost"], endpoint["ssh"]
+    if (host_name is None) == (ssh is None):
+        check.report(prefix, "neither inferenceHost nor ssh" if host_name is None
                      else "both inferenceHost and ssh", _ONE_OF)
         return None
-    if host_name is not MISSING:
+    if host_name is not None:
         served = _managed(check, name, endpoint, host_name, secret_key, inference_hosts,
                           declared_hosts)
     else:
@@ -79,9 +96,8 @@ def _endpoint(check: Checker, name: str, value: Any, secret_key: Any,
     if served is None or not check.clean_since(start):
         return None
     login, address, port = served
-    return RedsEndpoint(name=name, ssh=login, address=address, port=port, model_id=model_id,
-                        backend=backend,
-                        inference_host=host_name if host_name is not MISSING else None)
+    return RedsEndpoint(name=name, ssh=login, address=address, port=port,
+                        model_id=endpoint["modelId"], backend=backend, inference_host=host_name)
 
 
 def _managed(check: Checker, name: str, endpoint: dict, host_name: Any, secret_key: Any,
@@ -93,7 +109,7 @@ def _managed(check: Checker, name: str, endpoint: dict, host_name: Any, secret_k
         check.fail(f"{prefix}.inferenceHost", host_name,
                    "one of the inferenceHosts: " + ", ".join(declared_hosts))
         return None
-    if get(endpoint, "port") is not MISSING:
+    if endpoint["port"] is not None:
         check.fail(f"{prefix}.port", endpoint["port"], f"no port with inferenceHost: the server's"
                    f" port is inferenceHosts.{host_name}.server.port")
     if secret_key not in (MISSING, None):
@@ -110,23 +126,16 @@ def _managed(check: Checker, name: str, endpoint: dict, host_name: Any, secret_k
 def _by_hand(check: Checker, name: str, endpoint: dict, value: Any, secret_key: Any
              ) -> tuple[RedsSsh, str, int] | None:
     """The stack's login to a host whose server someone runs by hand, on loopback at `port`."""
-    key = f"redsEndpoints.{name}.ssh"
     if secret_key is None:  # sshPrivateKeys is not a map: reported already
         secret_key = MISSING
-    port = check.port(f"redsEndpoints.{name}.port", get(endpoint, "port"), DEFAULT_PORT)
-    ssh = check.obj(key, value, _SSH_KEYS)
+    port = PORT.read(check, f"redsEndpoints.{name}.port", DEFAULT_PORT if endpoint["port"] is None
+                     else endpoint["port"])
+    ssh = _SSH.read(check, f"redsEndpoints.{name}.ssh", value)
     if ssh is None:
         return None
-    # Left out: ~/.ssh/config's entry for the host says, when the connection is made.
-    ssh_port, user, path = get(ssh, "port"), get(ssh, "user"), get(ssh, "privateKeyPath")
-    login = RedsSsh(
-        host=check.pattern(f"{key}.host", get(ssh, "host"), HOSTNAME,
-                           "a host name, ~/.ssh/config alias or IP address"),
-        port=None if ssh_port is MISSING else check.integer(
-            f"{key}.port", ssh_port, 1, 65535, note="optional: ~/.ssh/config's Port, else 22"),
-        user=None if user is MISSING else check.pattern(f"{key}.user", user, USER, "a user name"),
-        key=None if path is MISSING and secret_key is MISSING else private_key(
-            check, name, path, secret_key, owner=f"redsEndpoints.{name}"),
-        host_key=host_key(check, f"{key}.hostKey", get(ssh, "hostKey")),
-    )
+    path = ssh["privateKeyPath"]
+    login = RedsSsh(host=ssh["host"], port=ssh["port"], user=ssh["user"],
+                    key=None if path is None and secret_key is MISSING else private_key(
+                        check, name, path, secret_key, owner=f"redsEndpoints.{name}"),
+                    host_key=ssh["hostKey"])
     return login, LOOPBACK, port

@@ -13,27 +13,64 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from config.checker import API_URL_TEXT, MISSING, USER, Checker, api_url, get, map_names
-from config.schema.common import (HF_REPO, SERVED_NAME, api_key, model_revision, port_backend,
-                                  private_key, ssh_key_entry)
-from config.types import (API_KEY_NAMES, CLOUD_TYPES, ApiKey, Backend, InferenceHost, PodSsh,
-                          RunPodPod, Vllm)
+from config.checker import API_URL_TEXT, Checker, api_url, map_names
+from config.options import (PORT, SECRET, Choice, Int, Later, ListOf, Named, Obj, Opt, Text,
+                            pattern)
+from config.schema.common import (BACKEND, HF_REPO, KEY_PATH, REVISION, SERVED_NAME, USER_KIND,
+                                  api_key, port_backend, private_key, ssh_key_entry)
+from config.types import (API_KEY_NAMES, CLOUD_TYPES, RUNPOD_API_KEY, VLLM_API_KEY, ApiKey,
+                          Backend, InferenceHost, PodSsh, RunPodPod, Vllm)
 from spear.rules import image_pin_problem
-
-KEYS = ("runpod",) + API_KEY_NAMES
-# Keys whose value is an object (the loader reads them as JSON); the API keys are text.
-OBJECT_KEYS = ("runpod",)
 
 DEFAULT_API_URL = "https://rest.runpod.io/v1"
 SSH_PORT = "22/tcp"  # RunPod maps it to a public port; spear-fleet logs in through it
 
-_POD_KEYS = ("gpuTypeIds", "gpuCount", "imageName", "containerDiskInGb", "volumeInGb",
-             "cloudType", "ports", "backend", "ssh", "vllm")
-_VLLM_KEYS = ("model", "revision", "servedModelName", "tensorParallelSize", "maxModelLen", "port")
-_GPU_TYPE = re.compile(r"[A-Za-z0-9][A-Za-z0-9 ._-]*")
 _POD_PORT = re.compile(r"(?P<port>[0-9]{1,5})/(tcp|http)")
-_IMAGE_TEXT = ("an image with a version tag or an @sha256 digest (not :latest, and not untagged:"
-               " the engine version is part of the pin, seed 001 'Maintenance')")
+_PORTS_TEXT = f"a list of '<port>/tcp' or '<port>/http' (port 1-65535), each once, with {SSH_PORT}"
+_GPU_TYPES_TEXT = "a non-empty list of RunPod GPU type ids (e.g. NVIDIA H100 80GB HBM3), each once"
+VLLM = Obj({
+    "model": Opt(HF_REPO, "the Hugging Face repository served"),
+    "revision": Opt(REVISION, "the repository's commit (never a branch)"),
+    "servedModelName": Opt(SERVED_NAME, "the name vLLM serves it under"),
+    "tensorParallelSize": Opt(Int(1), "GPUs the model is split over (at most gpuCount)", default=1),
+    "maxModelLen": Opt(Int(1), "the context window", why="no default: state it in the stack"),
+    "port": Opt(PORT, "vLLM's port in the pod (not 22)", default=8000),
+})
+POD = Obj({
+    "gpuTypeIds": Opt(ListOf(pattern(re.compile(r"[A-Za-z0-9][A-Za-z0-9 ._-]*"),
+                                     "a RunPod GPU type id"), _GPU_TYPES_TEXT, non_empty=True),
+                      "the GPU types RunPod may place the pod on"),
+    "gpuCount": Opt(Int(1), "GPUs per pod", default=1),
+    "imageName": Opt(Text(lambda v: None if image_pin_problem(v) else v,
+                          "an image with a version tag or an @sha256 digest (not :latest, and not"
+                          " untagged: the engine version is part of the pin, seed 001"
+                          " 'Maintenance')"), "vLLM's image, pinned"),
+    "containerDiskInGb": Opt(Int(1), "the container disk",
+                             why="required: the image and vLLM need room"),
+    "volumeInGb": Opt(Int(0), "the volume the weights are kept on",
+                      why="required: the weights are kept on the volume"),
+    "cloudType": Opt(Choice(CLOUD_TYPES), "RunPod's cloud", default="SECURE"),
+    "ports": Opt(ListOf(Text(lambda v: v if (m := _POD_PORT.fullmatch(v)) and
+                             1 <= int(m["port"]) <= 65535 else None,
+                             "'<port>/tcp' or '<port>/http', port 1-65535"), _PORTS_TEXT),
+                 "the pod's exposed ports", default=(SSH_PORT,)),
+    "backend": Opt(BACKEND, "the client backend whose tunnel reaches vLLM", default="remote"),
+    "ssh": Opt(Obj({"user": Opt(USER_KIND, "who logs in", default="root"),
+                    "privateKeyPath": Opt(KEY_PATH, "a private key file (or"
+                                          " sshPrivateKeys.<name>)", default=None)}),
+               "how spear-fleet logs in (the address is RunPod's to give)", default={}),
+    "vllm": Opt(VLLM, "what `vllm serve` is told"),
+})
+_PODS = Named(POD, "a pod", non_empty=False)
+OPTIONS = {
+    "runpod": Opt(Obj({"apiUrl": Opt(Text(api_url, API_URL_TEXT), "RunPod's REST API v1",
+                                     default=DEFAULT_API_URL),
+                       "pods": Opt(Later(_PODS), "the pods, by name", default={})}),
+                  "RunPod pods serving the remote backend", default={}),
+    RUNPOD_API_KEY: Opt(SECRET, "RunPod's API key (with runpod.pods)", default=None),
+    VLLM_API_KEY: Opt(SECRET, "the key vLLM demands of its clients (pods, vllmFleet)",
+                      default=None),
+}
 
 
 def pod_names(value: Any) -> list[str]:
@@ -48,17 +85,15 @@ def parse(check: Checker, value: Any, api_key_values: Mapping[str, Any], ssh_key
           ) -> tuple[dict[str, RunPodPod], dict[str, ApiKey]]:
     """The pods (by name) and the API keys the stack gives (by config key); also_needed_by: an
     API key other declared parts need too (e.g. {"vllmApiKey": "vllmFleet"})."""
-    runpod = check.obj("runpod", value, ("apiUrl", "pods"), required=False)
-    pods = {} if runpod is None else check.named_map("runpod.pods", get(runpod, "pods"), "a pod",
-                                                      required=False)
+    runpod = OPTIONS["runpod"].read(check, "runpod", value)
+    pods = None if runpod is None else _PODS.entries(check, "runpod.pods", runpod["pods"])
     api_keys = {name: api_key(check, name, api_key_values[name], [
                     *(["runpod.pods"] if pods else []),
                     *([also_needed_by[name]] if name in (also_needed_by or {}) else [])])
                 for name in API_KEY_NAMES}
     if runpod is None or pods is None:
         return {}, {name: key for name, key in api_keys.items() if key is not None}
-    base_url = check.text("runpod.apiUrl", get(runpod, "apiUrl"), api_url, API_URL_TEXT,
-                          default=DEFAULT_API_URL)
+    base_url = runpod["apiUrl"]
     parsed = {}
     for name, item in pods.items():
         pod = _pod(check, name, item, base_url, ssh_key_entry(ssh_keys_value, name), backends)
@@ -72,112 +107,37 @@ def _pod(check: Checker, name: str, value: Any, api_url: str | None, secret_key:
          backends: Mapping[str, Backend] | None) -> RunPodPod | None:
     start = check.mark()
     prefix = f"runpod.pods.{name}"
-    pod = check.obj(prefix, value, _POD_KEYS)
+    pod = POD.read(check, prefix, value)
     if pod is None:
         return None
-    gpu_count = check.integer(f"{prefix}.gpuCount", get(pod, "gpuCount"), 1, default=1)
-    result = RunPodPod(
-        name=name,
-        api_url=api_url,
-        gpu_type_ids=_gpu_type_ids(check, f"{prefix}.gpuTypeIds", get(pod, "gpuTypeIds")),
-        gpu_count=gpu_count,
-        image_name=check.text(f"{prefix}.imageName", get(pod, "imageName"), _pinned_image,
-                              _IMAGE_TEXT),
-        container_disk_in_gb=check.integer(f"{prefix}.containerDiskInGb",
-                                           get(pod, "containerDiskInGb"), 1,
-                                           note="required: the image and vLLM need room"),
-        volume_in_gb=check.integer(f"{prefix}.volumeInGb", get(pod, "volumeInGb"), 0,
-                                   note="required: the weights are kept on the volume"),
-        cloud_type=check.choice(f"{prefix}.cloudType", get(pod, "cloudType"), CLOUD_TYPES,
-                                default="SECURE"),
-        ports=_ports(check, f"{prefix}.ports", get(pod, "ports")),
-        backend=_backend(check, f"{prefix}.backend", get(pod, "backend"), backends),
-        ssh=_ssh(check, name, get(pod, "ssh"), secret_key),
-        vllm=_vllm(check, f"{prefix}.vllm", get(pod, "vllm"), gpu_count),
-    )
-    return result if check.clean_since(start) else None
-
-
-def _pinned_image(value: str) -> str | None:
-    return None if image_pin_problem(value) else value
-
-
-def _gpu_type_ids(check: Checker, key: str, value: Any) -> tuple[str, ...]:
-    what = "a non-empty list of RunPod GPU type ids (e.g. NVIDIA H100 80GB HBM3), each once"
-    if not isinstance(value, list) or not value:
-        check.fail(key, value, what + (" (required)" if value is MISSING else ""))
-        return ()
-    ids = [check.pattern(f"{key}[{i}]", item, _GPU_TYPE, "a RunPod GPU type id")
-           for i, item in enumerate(value)]
-    if len(set(ids)) != len(ids):
-        check.fail(key, value, what)
-    return tuple(ids)
-
-
-def _ports(check: Checker, key: str, value: Any) -> tuple[str, ...]:
-    what = f"a list of '<port>/tcp' or '<port>/http' (port 1-65535), each once, with {SSH_PORT}"
-    if value is MISSING:
-        return (SSH_PORT,)
-    if not isinstance(value, list):
-        check.fail(key, value, what)
-        return ()
-    ports = []
-    for i, item in enumerate(value):
-        match = _POD_PORT.fullmatch(item) if isinstance(item, str) else None
-        if match is None or not 1 <= int(match["port"]) <= 65535:
-            check.fail(f"{key}[{i}]", item, "'<port>/tcp' or '<port>/http', port 1-65535")
-        else:
-            ports.append(item)
-    if len(ports) == len(value) and (SSH_PORT not in ports or len(set(ports)) != len(ports)):
-        check.fail(key, value, what + ": spear-fleet reaches vLLM through the pod's sshd")
-    return tuple(ports)
-
-
-def _backend(check: Checker, key: str, value: Any,
-             backends: Mapping[str, Backend] | None) -> Backend | None:
-    """As an inference host's, but by default the seed's pod backend, `remote`."""
-    return port_backend(check, key, "remote" if value is MISSING else value, backends)
-
-
-def _ssh(check: Checker, name: str, value: Any, secret_key: Any) -> PodSsh | None:
-    start = check.mark()
-    key = f"runpod.pods.{name}.ssh"
-    ssh = check.obj(key, value, ("user", "privateKeyPath"), required=False)
-    if ssh is None:
-        return None
-    user = check.pattern(f"{key}.user", get(ssh, "user"), USER, "a user name", default="root")
-    login_key = (None if secret_key is None else
-                 private_key(check, name, get(ssh, "privateKeyPath"), secret_key,
-                             owner=f"runpod.pods.{name}"))
+    gpu_types, ports, vllm, ssh = pod["gpuTypeIds"], pod["ports"], pod["vllm"], pod["ssh"]
+    if gpu_types is not None and None not in gpu_types and len(set(gpu_types)) != len(gpu_types):
+        check.fail(f"{prefix}.gpuTypeIds", list(gpu_types), _GPU_TYPES_TEXT)
+    if ports is not None and None not in ports \
+            and (SSH_PORT not in ports or len(set(ports)) != len(ports)):
+        check.fail(f"{prefix}.ports", list(ports),
+                   _PORTS_TEXT + ": spear-fleet reaches vLLM through the pod's sshd")
+    backend = port_backend(check, f"{prefix}.backend", pod["backend"], backends)
+    login_key = None if secret_key is None or ssh is None else private_key(
+        check, name, ssh["privateKeyPath"], secret_key, owner=prefix)
+    if vllm and vllm["port"] == 22:
+        check.fail(f"{prefix}.vllm.port", 22, "a port other than 22: the pod's sshd has it")
+    if vllm and vllm["tensorParallelSize"] and pod["gpuCount"] \
+            and vllm["tensorParallelSize"] > pod["gpuCount"]:
+        check.fail(f"{prefix}.vllm.tensorParallelSize", vllm["tensorParallelSize"],
+                   f"at most gpuCount ({pod['gpuCount']}): vLLM splits the model over the pod's"
+                   " GPUs")
     if login_key is None or not check.clean_since(start):
         return None
-    return PodSsh(user, login_key)
-
-
-def _vllm(check: Checker, key: str, value: Any, gpu_count: int | None) -> Vllm | None:
-    start = check.mark()
-    vllm = check.obj(key, value, _VLLM_KEYS)
-    if vllm is None:
-        return None
-    result = Vllm(
-        model=check.pattern(f"{key}.model", get(vllm, "model"), HF_REPO,
-                            "a Hugging Face repository id (<owner>/<name>)"),
-        revision=model_revision(check, f"{key}.revision", get(vllm, "revision")),
-        served_model_name=check.pattern(f"{key}.servedModelName", get(vllm, "servedModelName"),
-                                        SERVED_NAME,
-                                        "a model name (letters, digits, '.', '_', '-'; at most 64)"),
-        tensor_parallel_size=check.integer(f"{key}.tensorParallelSize",
-                                           get(vllm, "tensorParallelSize"), 1, default=1),
-        max_model_len=check.integer(f"{key}.maxModelLen", get(vllm, "maxModelLen"), 1,
-                                    note="no default: state it in the stack"),
-        port=check.port(f"{key}.port", get(vllm, "port"), 8000),
-    )
-    if result.port == 22:
-        check.fail(f"{key}.port", 22, "a port other than 22: the pod's sshd has it")
-    if result.tensor_parallel_size and gpu_count and result.tensor_parallel_size > gpu_count:
-        check.fail(f"{key}.tensorParallelSize", result.tensor_parallel_size,
-                   f"at most gpuCount ({gpu_count}): vLLM splits the model over the pod's GPUs")
-    return result if check.clean_since(start) else None
+    return RunPodPod(
+        name=name, api_url=api_url, gpu_type_ids=tuple(gpu_types), gpu_count=pod["gpuCount"],
+        image_name=pod["imageName"], container_disk_in_gb=pod["containerDiskInGb"],
+        volume_in_gb=pod["volumeInGb"], cloud_type=pod["cloudType"], ports=tuple(ports),
+        backend=backend, ssh=PodSsh(ssh["user"], login_key),
+        vllm=Vllm(model=vllm["model"], revision=vllm["revision"],
+                  served_model_name=vllm["servedModelName"],
+                  tensor_parallel_size=vllm["tensorParallelSize"],
+                  max_model_len=vllm["maxModelLen"], port=vllm["port"]))
 
 
 def _check_fleet(check: Checker, pods: Mapping[str, RunPodPod],

@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from config.checker import ConfigError
-from config.schema import parse
+from config.load import parse_stack
 from localhosts.engine import Project, engine_env
 from tests.support.config_cases import BACKUP_KEY, MASTER_KEY
 from tests.support.stack_files import stack_raw, tls_pair, with_placeholder_keys, without_fleet
@@ -47,7 +47,7 @@ def test_a_budget_in_dollars_and_cents_set_with_the_cli_is_that_amount(project, 
     raw = written(project)
     # What the CLI writes: text without a type (pulumi 3.274.1 writes a float with --type float).
     assert raw["developers"]["cyn"]["maxBudget"] == ("12.5" if not kind else 12.5)
-    config = parse(raw)
+    config = parse_stack(raw)
     assert config.developers["cyn"].max_budget == 12.5
     assert config.gateway.hatch.alert_usd == 12.0
 
@@ -56,11 +56,11 @@ def test_integers_and_booleans_set_with_the_cli_are_taken_and_other_text_is_refu
     cli(project, "inferenceHosts.local.server.threads", "4")
     cli(project, "developers.cyn.rotation", "1", "--type", "int")
     cli(project, "inferenceHosts.local.model.moe", "true")
-    config = parse(written(project))
+    config = parse_stack(written(project))
     assert config.inference_hosts["local"].server.threads == 4
     assert (config.developers["cyn"].rotation, config.inference_hosts["local"].model.moe) == (1, True)
     cli(project, "developers.cyn.maxBudget", "12,50")
     with pytest.raises(ConfigError) as refused:
-        parse(written(project))
+        parse_stack(written(project))
     assert "developers.cyn.maxBudget: got '12,50'; allowed: an amount in USD greater than 0" \
         in str(refused.value)

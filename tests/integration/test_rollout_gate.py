@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from config.checker import ConfigError
-from config.schema import parse
+from config.load import parse_stack
 from gate import run as gate_run
 from localhosts.standins import tiny_model
 from localhosts.servers.litellm_venv import litellm_venv
@@ -110,7 +110,7 @@ def test_a_neutral_bump_passes_and_its_record_promotes(gateway, project):
     assert (paired["tasks"], paired["b"], paired["c"], paired["p"]) == (14, 0, 0, 1.0)
     assert record["results"]["toolCalls"]["passed"] == 100
     assert record["pin"]["gatewayVersion"] == LITELLM  # as the gateway reports it
-    [checked] = parse(promoted_raw(records.gate_config(**SLOS))).vllm_fleet.gate_records
+    [checked] = parse_stack(promoted_raw(records.gate_config(**SLOS))).vllm_fleet.gate_records
     assert (checked.name, checked.passed) == ("neutral", True)
 
 
@@ -119,7 +119,7 @@ def test_the_parser_trap_fails_on_its_tool_calls(gateway, project):
     assert record["results"]["toolCalls"]["reason:parser-not-configured"] == 100
     assert any("refused: parser-not-configured 100" in f for f in record["failures"])
     with pytest.raises(ConfigError) as error:
-        parse(promoted_raw(records.gate_config(**SLOS)))
+        parse_stack(promoted_raw(records.gate_config(**SLOS)))
     assert "record trap: the tool-call validator admitted 0 of 100" in problem_line(error.value,
                                                                                     "vllmFleet.stable")
 
@@ -157,7 +157,7 @@ def test_a_slower_candidate_fails_the_ttft_slo_the_stable_engine_meets_under_the
         f.startswith((ttft, "inter-token latency p95")) for f in record["failures"]), \
         records.table(record, records.policy(**slos))
     with pytest.raises(ConfigError) as error:
-        parse(promoted_raw(records.gate_config(**{**SLOS, **slos})))
+        parse_stack(promoted_raw(records.gate_config(**{**SLOS, **slos})))
     assert f"record slow: TTFT p95 {latency['ttftP95']:.4g}s" in problem_line(error.value,
                                                                                "vllmFleet.stable")
 
@@ -200,7 +200,7 @@ def test_a_real_runs_evidence_with_one_answer_edited_is_refused_though_its_sha25
     assert forged["pin"]["engineVersion"] == CANARY_PAIR["tag"]
     assert forged["results"]["pairedEval"]["b"] == 0  # the numbers now say it passes...
     with pytest.raises(ConfigError) as error:
-        parse(promoted_raw(records.gate_config(**SLOS)))
+        parse_stack(promoted_raw(records.gate_config(**SLOS)))
     # ... and the receipts say those are not the gateway's answers.
     line = problem_line(error.value, "vllmFleet.stable")
     assert "record edited does not stand (evidence: 14 receipts do not sign their line's request" \

@@ -17,7 +17,7 @@ from pulumi_policy import (Policy, PolicyCustomTimeouts, PolicyResource, PolicyR
 from pulumi_policy.proxy import UNKNOWN_STRING_VALUE, unknown_checking_proxy
 
 from components.gateway.render import Route, render_config, render_env
-from config.schema import parse
+from config.load import parse_stack
 from spear import tokens
 from spear.tokens import Token
 from tests.support.config_cases import FRONTIER_KEY, MASTER_KEY, gateway_raw
@@ -122,7 +122,7 @@ _PROD: dict[Token, dict[str, Any]] = {
     },
 }
 # prod's commented gateway example, routing `coder` to the inference host reds (backend reds: 8082).
-_GATEWAY = parse(gateway_raw()).gateway
+_GATEWAY = parse_stack(gateway_raw()).gateway
 _PROD.update({
     tokens.GATEWAY_CONFIG: {
         "path": "/opt/spear-gateway/config/config.yaml",
@@ -259,11 +259,10 @@ def kube_objects(**fleet: Any) -> dict[str, tuple[tokens.ProviderType, dict[str,
     """The fleet's objects by resource name, as (type, props), for the test fleet with `fleet`'s
     keys overridden (e.g. canary=...)."""
     from components.vllm_fleet import manifests
-    from config.schema import parse
     from spear.fleet import CANARY, STABLE
     from tests.support.config_cases import fleet_raw
 
-    cfg = parse(fleet_raw(**fleet)).vllm_fleet
+    cfg = parse_stack(fleet_raw(**fleet)).vllm_fleet
     objects = {
         "vllm-stable": (tokens.K8S_DEPLOYMENT, manifests.deployment(cfg, STABLE, cfg.stable, cfg.replicas)),
         "vllm-rollout": (tokens.K8S_CONFIG_MAP, manifests.rollout_record(cfg)),
@@ -285,7 +284,7 @@ def seat_objects(**seats: Any) -> dict[str, tuple[tokens.ProviderType, dict[str,
     from components.gateway.render import coder_window
     from tests.support.config_cases import SEATS_GATEWAY_URL, seats_raw
 
-    cfg = parse(seats_raw(**seats))
+    cfg = parse_stack(seats_raw(**seats))
     sandbox = cfg.vllm_fleet.agent_sandbox
     trust = manifests.GatewayTrust.of(cfg.gateway)
     objects: dict[str, tuple[tokens.ProviderType, dict[str, Any]]] = {

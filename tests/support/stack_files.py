@@ -16,7 +16,7 @@ import yaml
 
 from config.checker import NAMESPACE
 from spear.rules import STABLE_RING
-from config.schema import parse
+from config.load import parse_stack
 from config.types import InferenceHost
 from localhosts.engine import built_here
 from tests.support import tls
@@ -64,7 +64,7 @@ def _machine_local(config: dict[str, Any]) -> dict[str, Any]:
 
 
 def stack_raw(stack: str) -> dict[str, Any]:
-    """A stack file's config, as the namespace parse() takes (prefix stripped). A top-level secret
+    """A stack file's config, as the namespace parse_stack() takes (prefix stripped). A top-level secret
     the file holds encrypted (the committed stacks hold throwaway placeholders) reads as
     placeholder text: tests need it set, never its value; the gateway's TLS pair and a seat
     image built here read as _machine_local makes them."""
@@ -141,7 +141,7 @@ def commented_example(stack: str, key: str) -> Any:
 
 
 def stack_host(stack: str, **changes: dict[str, Any]) -> InferenceHost:
-    """The stack's one inference host as parse() types it; each change merges into a section
+    """The stack's one inference host as parse_stack() types it; each change merges into a section
     of the host (`host` for the host's own keys, e.g. host={"runtimeDir": "/srv"})."""
     raw = stack_raw(stack)
     [(name, host)] = raw["inferenceHosts"].items()
@@ -150,7 +150,7 @@ def stack_host(stack: str, **changes: dict[str, Any]) -> InferenceHost:
             host.update(values)
         else:
             host[section] = {**host[section], **values}
-    return parse(with_placeholder_keys(raw)).inference_hosts[name]
+    return parse_stack(with_placeholder_keys(raw)).inference_hosts[name]
 
 
 def engine_config(raw: dict[str, Any]) -> dict[str, str]:

@@ -21,7 +21,7 @@ import pytest
 from components.agent_seats import manifests
 from components.gateway.render import coder_window
 from config.checker import ConfigError
-from config.schema import parse
+from config.load import parse_stack
 from spear import harness, seats, tokens
 from tests.support import tls
 from tests.support.config_cases import SEAT_IMAGE, SEAT_SECRETS, SEATS_GATEWAY_URL, seats_raw
@@ -29,7 +29,7 @@ from tests.support.stack_files import REPO, engine_config
 from tests.unit.test_gateway_components import KeyMocks, SecretRecordingMonitor, is_secret, plain
 
 URL = SEATS_GATEWAY_URL
-TRUST = manifests.GatewayTrust.of(parse(seats_raw()).gateway)
+TRUST = manifests.GatewayTrust.of(parse_stack(seats_raw()).gateway)
 ALL_HARNESSES = {"ana-codex": {"developer": "ana", "harness": "codex"},
                  "bob-qwen": {"developer": "bob", "harness": "qwen-code", "workspaceSize": "20Gi"},
                  "bob-claude": {"developer": "bob", "harness": "claude-code"},
@@ -38,7 +38,7 @@ ALL_HARNESSES = {"ana-codex": {"developer": "ana", "harness": "codex"},
 
 def rendered(name: str = "ana-codex", raw: dict[str, Any] | None = None):
     """(sandbox, seat, its wiring entry) as the component renders them."""
-    cfg = parse(raw or seats_raw(**ALL_HARNESSES))
+    cfg = parse_stack(raw or seats_raw(**ALL_HARNESSES))
     sandbox = cfg.vllm_fleet.agent_sandbox
     seat = sandbox.seats[name]
     return sandbox, seat, manifests.wiring(seat, URL, cfg.harnesses, coder_window(cfg))
@@ -390,16 +390,16 @@ def test_a_seat_image_built_here_is_read_from_the_file_its_build_wrote(tmp_path)
     ref_file.write_text(SEAT_IMAGE + "\n")
     raw = seats_raw()
     raw["vllmFleet"]["agentSandbox"]["seatImage"] = {"file": str(ref_file)}
-    assert parse(raw).vllm_fleet.agent_sandbox.seat_image == SEAT_IMAGE
+    assert parse_stack(raw).vllm_fleet.agent_sandbox.seat_image == SEAT_IMAGE
     # A file that holds a tag alone, and a file that is not there: each named with what to do.
     ref_file.write_text("localhost/spear-fleet/seat:h-1\n")
     with pytest.raises(ConfigError) as error:
-        parse(raw)
+        parse_stack(raw)
     assert f"vllmFleet.agentSandbox.seatImage.file ({ref_file}): got" \
            " 'localhost/spear-fleet/seat:h-1'; allowed: an image pinned by digest" in str(error.value)
     raw["vllmFleet"]["agentSandbox"]["seatImage"] = {"file": str(tmp_path / "missing.ref")}
     with pytest.raises(ConfigError) as error:
-        parse(raw)
+        parse_stack(raw)
     assert "seatImage.file: got " in str(error.value)
     assert "No such file or directory; allowed: a file holding the image's pinned" \
            " reference (localhosts/images/seat_image.py writes the local stack's: run scripts/up-local)" \

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from config.checker import ConfigError
-from config.schema import parse
+from config.load import parse_stack
 from config.types import Seat
 from tests.support.config_cases import (DELETE, SEAT_IMAGE, SEAT_SECRETS, SEATS, allowed_for,
                                         changed, fleet_raw, repeated_cases, seats_raw)
@@ -96,7 +96,7 @@ def test_no_two_bad_seat_cases_share_an_id_or_a_refusal():
 
 
 def test_a_seat_parses_to_its_typed_config_with_the_default_workspace():
-    sandbox = parse(seats_raw(**{"ana-codex": CODEX, "bob-qwen": {
+    sandbox = parse_stack(seats_raw(**{"ana-codex": CODEX, "bob-qwen": {
         "developer": "bob", "harness": "qwen-code", "workspaceSize": "20Gi"}})).vllm_fleet.agent_sandbox
     assert sandbox.seat_image == SEAT_IMAGE
     assert sandbox.seats == {
@@ -105,7 +105,7 @@ def test_a_seat_parses_to_its_typed_config_with_the_default_workspace():
 
 
 def test_a_sandbox_without_seats_has_none_and_needs_no_image():
-    sandbox = parse(fleet_raw()).vllm_fleet.agent_sandbox
+    sandbox = parse_stack(fleet_raw()).vllm_fleet.agent_sandbox
     assert (sandbox.seat_image, sandbox.seats, sandbox.dialect_check_developer) == (None, {}, None)
 
 
@@ -116,16 +116,17 @@ def test_every_seat_problem_is_reported_at_once_one_per_line():
                   (*SANDBOX, "seatImage"), "registry.example.com/spear/seat:latest")
     raw = changed(raw, (*SANDBOX, "dialectCheckDeveloper"), "zed")
     with pytest.raises(ConfigError) as error:
-        parse(raw)
+        parse_stack(raw)
     assert [problem.key for problem in error.value.problems] == [
+        # Each value as declared, then what refers to the rest of the stack.
         "spear-fleet:vllmFleet.agentSandbox.seatImage",
-        "spear-fleet:vllmFleet.agentSandbox.seats.ana-codex.developer",
-        "spear-fleet:vllmFleet.agentSandbox.seats.ana-codex.harness",
         "spear-fleet:vllmFleet.agentSandbox.seats.Bob",
+        "spear-fleet:vllmFleet.agentSandbox.seats.ana-codex.harness",
         "spear-fleet:vllmFleet.agentSandbox.seats.cyn.workspaceSize",
+        "spear-fleet:vllmFleet.agentSandbox.seats.ana-codex.developer",
         "spear-fleet:vllmFleet.agentSandbox.dialectCheckDeveloper"]
 
 
 def test_the_prod_example_runs_its_agent_namespace_on_gvisor():
     from tests.support.stack_files import prod_raw
-    assert parse(prod_raw()).vllm_fleet.agent_sandbox.runtime_class == "gvisor"
+    assert parse_stack(prod_raw()).vllm_fleet.agent_sandbox.runtime_class == "gvisor"

@@ -3,7 +3,7 @@ change cannot quietly shrink what is measured), and the floor is counted like th
 
 from pathlib import Path
 
-from config.schema import parse
+from config.load import parse_stack
 from localhosts.bench import bench_preview
 from tests.support.stack_files import stack_raw
 
@@ -12,7 +12,7 @@ KEYS = [Path(f"/tmp/id_ed25519_{i}") for i in range(bench_preview.HOSTS + 1)]
 
 def test_the_reference_fleet_parses_with_three_hosts_the_gateway_and_every_developer():
     raw = bench_preview.reference_config(200, KEYS)
-    config = parse({**raw, "gatewayMasterKey": "m", "frontierApiKey": "f",
+    config = parse_stack({**raw, "gatewayMasterKey": "m", "frontierApiKey": "f",
                     "gatewayBackupKey": bench_preview.BACKUP_KEY})
     assert sorted(config.inference_hosts) == ["llama-1", "llama-2", "llama-3"]
     assert config.gateway.upstreams == ("llama-1", "llama-2", "llama-3")

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from config.checker import ConfigError
-from config.schema import parse
+from config.load import parse_stack
 from spear import tokens
 from spear.rules import pods_peer
 from tests.support.config_cases import MASTER_KEY
@@ -166,7 +166,7 @@ def test_a_config_change_rolls_the_pods_and_runs_no_migration(cluster):
 
 def problems(raw: dict[str, Any]) -> str:
     with pytest.raises(ConfigError) as refused:
-        parse(raw)
+        parse_stack(raw)
     return str(refused.value)
 
 
@@ -212,10 +212,10 @@ def with_backup(raw: dict[str, Any], restore: str | None = None, **backup: Any) 
 
 
 def test_the_cluster_gateways_backup_takes_a_schedule_a_keep_and_one_volume():
-    plan = parse(with_backup(cluster_raw())).gateway.database.backup
+    plan = parse_stack(with_backup(cluster_raw())).gateway.database.backup
     assert (plan.schedule, plan.keep, plan.host_path, plan.claim) == (
         "0 3 * * *", 3, "/var/backups/spear-gateway", None)
-    claim = parse(with_backup(cluster_raw(), claim="gateway-backups", schedule="@hourly"))
+    claim = parse_stack(with_backup(cluster_raw(), claim="gateway-backups", schedule="@hourly"))
     assert (claim.gateway.database.backup.claim, claim.gateway.database.backup.schedule) == (
         "gateway-backups", "@hourly")
     for bad, key, allowed in (
@@ -226,7 +226,7 @@ def test_the_cluster_gateways_backup_takes_a_schedule_a_keep_and_one_volume():
             ({"hostPath": "/b", "onCalendar": "daily"}, "gateway.database.backup.onCalendar",
              "schedule, keep, hostPath, claim")):
         with pytest.raises(ConfigError) as error:
-            parse(with_backup(cluster_raw(), **bad))
+            parse_stack(with_backup(cluster_raw(), **bad))
         assert any(p.key == f"spear-fleet:{key}" and allowed in p.allowed
                    for p in error.value.problems), error.value
 
@@ -235,7 +235,7 @@ def test_a_cluster_restore_needs_the_backup_it_comes_from():
     raw = copy.deepcopy(cluster_raw())
     raw["gateway"]["database"]["restoreFrom"] = "litellm-20261201T030000Z.dump"
     with pytest.raises(ConfigError) as error:
-        parse(raw)
+        parse_stack(raw)
     assert "gateway.database.restoreFrom: got a dump without gateway.database.backup" in str(error.value)
 
 

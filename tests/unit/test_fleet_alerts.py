@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from components.vllm_fleet import alerts
-from config.schema import parse
+from config.load import parse_stack
 from config.types import Hatch, Pricing
 from tests.support.config_cases import fleet_raw
 
@@ -26,7 +26,7 @@ TIMEOUT = 600  # the gateway's coder.requestTimeout: the holds' alert
 
 @pytest.fixture
 def rules_file(tmp_path: Path) -> Path:
-    fleet = parse(fleet_raw()).vllm_fleet
+    fleet = parse_stack(fleet_raw()).vllm_fleet
     path = tmp_path / alerts.RULES_FILE
     path.write_text(alerts.render(fleet.alerts, fleet.vllm.served_model_name, HATCH, TIMEOUT))
     return path
@@ -38,7 +38,7 @@ def promtool(*args: str, cwd: Path) -> subprocess.CompletedProcess:
 
 
 def annotations(name: str) -> dict:
-    fleet = parse(fleet_raw()).vllm_fleet
+    fleet = parse_stack(fleet_raw()).vllm_fleet
     [rule] = [r for r in alerts.rules(fleet.alerts, MODEL, HATCH, TIMEOUT)["groups"][0]["rules"]
               if r["alert"] == name]
     return rule["annotations"]
@@ -51,7 +51,7 @@ def test_promtool_accepts_the_rendered_rules(rules_file):
 
 
 def test_the_thresholds_are_the_stacks_and_the_hatchs_are_the_gateways():
-    fleet = parse(fleet_raw(observability={"preemptionsPerHour": 7})).vllm_fleet
+    fleet = parse_stack(fleet_raw(observability={"preemptionsPerHour": 7})).vllm_fleet
     hatch = Hatch(**{**HATCH.__dict__, "monthly_cap_usd": 900.0, "alert_usd": 600.0})
     by_name = {r["alert"]: r["expr"] for r in alerts.rules(fleet.alerts, MODEL, hatch)["groups"][0]["rules"]}
     assert by_name["HatchSpendNearCap"] == "max(spear_hatch_spend_usd) >= 600"
@@ -68,7 +68,7 @@ def _alert_test(series: list[dict], alertname: str, eval_time: str, fires: bool)
 
 
 def _severity(name: str) -> str:
-    fleet = parse(fleet_raw()).vllm_fleet
+    fleet = parse_stack(fleet_raw()).vllm_fleet
     return next(r["labels"]["severity"] for r in alerts.rules(fleet.alerts, MODEL, HATCH, TIMEOUT)["groups"][0]["rules"]
                 if r["alert"] == name)
 
@@ -130,7 +130,7 @@ def test_the_rules_fire_on_the_series_they_watch_and_stay_quiet_below_their_thre
 
 
 def test_a_fleet_without_a_gateway_has_no_hatch_and_no_hatch_rules():
-    fleet = parse(fleet_raw()).vllm_fleet
+    fleet = parse_stack(fleet_raw()).vllm_fleet
     names = [r["alert"] for r in alerts.rules(fleet.alerts, MODEL, None)["groups"][0]["rules"]]
     assert names == ["VllmPreemptions", "VllmTtftP95High", "VllmItlP95High",
                      "VllmPrefixCacheHitRateLow"]

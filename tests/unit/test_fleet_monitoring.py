@@ -14,7 +14,7 @@ import yaml
 
 from components.gateway import metrics_target
 from components.vllm_fleet import alerts, monitoring, pod_discovery
-from config.schema import parse
+from config.load import parse_stack
 from config.types import Prometheus
 from localhosts.images import image_files, prometheus_image
 from tests.support.config_cases import MASTER_KEY, fleet_raw
@@ -26,18 +26,18 @@ RULES = alerts.RULES_FILE
 
 
 def fleet_with(**prometheus):
-    fleet = parse(fleet_raw()).vllm_fleet
+    fleet = parse_stack(fleet_raw()).vllm_fleet
     return dataclasses.replace(fleet, prometheus=Prometheus(**{
         "mode": "bundled", "scrape_interval_seconds": 5, "image": "prom/prometheus:v2.53.0",
         **prometheus}))
 
 
 def host_gateway():
-    return parse(components.local_raw()).gateway
+    return parse_stack(components.local_raw()).gateway
 
 
 def cluster_gateway():
-    return parse(in_cluster.cluster_raw()).gateway
+    return parse_stack(in_cluster.cluster_raw()).gateway
 
 
 def test_promtool_accepts_the_bundled_servers_configuration(tmp_path):
@@ -175,7 +175,7 @@ def test_the_operators_rule_holds_the_same_rules_and_every_object_the_selector_l
 
 
 def test_the_local_stack_runs_the_image_localhosts_builds_from_this_machines_prometheus():
-    prom = parse(with_placeholder_keys(stack_raw("local"))).vllm_fleet.prometheus
+    prom = parse_stack(with_placeholder_keys(stack_raw("local"))).vllm_fleet.prometheus
     binary = image_files.host_binary("prometheus")
     assert (prom.mode, prom.api_server) == ("bundled", "https://127.0.0.1:6440")
     assert prom.image == f"{prometheus_image.REPOSITORY}:{image_files.reported_version(binary)}"

@@ -10,7 +10,7 @@ from typing import Any
 
 from components.agent_seats import manifests as seat_manifests
 from components.vllm_fleet import manifests
-from config.schema import parse
+from config.load import parse_stack
 from spear import tokens
 from spear.fleet import CANARY, STABLE
 from review.kinds import ROLLING_UPDATE, SCALE
@@ -31,7 +31,7 @@ def step(op: str, kind: str, name: str, old: dict | None, new: dict | None) -> d
 
 
 def deployment(track: str = STABLE, **fleet: Any) -> dict[str, Any]:
-    cfg = parse(fleet_raw(**fleet)).vllm_fleet
+    cfg = parse_stack(fleet_raw(**fleet)).vllm_fleet
     pair, replicas = ((cfg.canary.pair, cfg.canary.replicas) if track == CANARY
                       else (cfg.stable, cfg.replicas))
     return manifests.deployment(cfg, track, pair, replicas)
@@ -86,8 +86,8 @@ def test_the_api_key_and_the_kubeconfig_are_never_shown():
 
 
 def test_without_the_unchanged_stable_step_the_canary_is_compared_with_the_rollout_records_pair():
-    cfg = parse(fleet_raw(canary={**CANARY_PAIR, "replicas": 1})).vllm_fleet
-    before = parse(fleet_raw()).vllm_fleet
+    cfg = parse_stack(fleet_raw(canary={**CANARY_PAIR, "replicas": 1})).vllm_fleet
+    before = parse_stack(fleet_raw()).vllm_fleet
     canary = deployment(CANARY, canary={**CANARY_PAIR, "replicas": 1})
     text = summarize({"steps": [
         step("update", tokens.K8S_CONFIG_MAP.type, "vllm-rollout", manifests.rollout_record(before),
@@ -103,7 +103,7 @@ def test_without_the_unchanged_stable_step_the_canary_is_compared_with_the_rollo
 def seat(codex: str = "0.169.0") -> dict[str, dict[str, Any]]:
     """ana's Codex seat's Deployment and key Secret, and Codex's dialect check Job, with the
     stack's codex version."""
-    cfg = parse({**seats_raw(), "harnesses": {"codex": codex}})
+    cfg = parse_stack({**seats_raw(), "harnesses": {"codex": codex}})
     sandbox = cfg.vllm_fleet.agent_sandbox
     ana, check = sandbox.seats["ana-codex"], seat_manifests.dialect_check(sandbox, "codex")
     trust = seat_manifests.GatewayTrust.of(cfg.gateway)

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from config.checker import ConfigError
-from config.schema import parse
+from config.load import parse_stack
 from config.schema.gateway import LOOPBACK_LISTEN_TEXT
 from config.types import (EXTERNAL_DATABASE, FRONTIER_API_KEY, GATEWAY_MASTER_KEY, GATEWAY_TLS_CERTIFICATE,
                           GATEWAY_TLS_KEY, GATEWAY_BACKUP_KEY, ApiKey,
@@ -146,7 +146,7 @@ BAD = [
     ("developer-models-empty", changed(gateway_raw(), (*ANA, "models"), []),
      "developers.ana.models", "a non-empty list of the gateway's model names"),
     ("developer-rpm-zero", changed(gateway_raw(), (*ANA, "rpmLimit"), 0),
-     "developers.ana.rpmLimit", "an integer >= 1 (optional)"),
+     "developers.ana.rpmLimit", "an integer >= 1"),
     ("developer-metadata", changed(gateway_raw(), (*ANA, "metadata"), {"owner": ["a", "b"]}),
      "developers.ana.metadata", "a map of names to one-line strings"),
     ("developer-unknown-key", changed(gateway_raw(), (*ANA, "budget"), 25),
@@ -183,19 +183,19 @@ def test_no_two_bad_gateway_cases_share_an_id_or_a_refusal():
 
 
 def test_each_harness_takes_the_stacks_exact_version_and_the_others_their_default():
-    cfg = parse({**gateway_raw(), "harnesses": {"codex": "0.170.0", "qwen-code": "0.25.0-preview.1"}})
+    cfg = parse_stack({**gateway_raw(), "harnesses": {"codex": "0.170.0", "qwen-code": "0.25.0-preview.1"}})
     assert cfg.harnesses == {**harness.DEFAULT_VERSIONS, "codex": "0.170.0",
                              "qwen-code": "0.25.0-preview.1"}
-    assert parse(gateway_raw()).harnesses == harness.DEFAULT_VERSIONS
+    assert parse_stack(gateway_raw()).harnesses == harness.DEFAULT_VERSIONS
 
 
 def test_the_local_stack_pins_every_harness_at_the_measured_version():
-    assert parse(stack_raw("local")).harnesses == {"qwen-code": "0.24.4", "claude-code": "2.1.328",
+    assert parse_stack(stack_raw("local")).harnesses == {"qwen-code": "0.24.4", "claude-code": "2.1.328",
                                               "codex": "0.169.0", "openhands": "1.16.0"}
 
 
 def test_the_prod_example_parses_to_the_gateway_and_its_developers():
-    cfg = parse(gateway_raw())
+    cfg = parse_stack(gateway_raw())
     gateway = cfg.gateway
     assert (gateway.name, gateway.ssh.address, gateway.litellm_version) == (
         "gateway", "gateway.internal:22", "1.91.1")
@@ -212,22 +212,22 @@ def test_the_prod_example_parses_to_the_gateway_and_its_developers():
 
 def test_a_backup_takes_its_defaults_and_a_restore_names_a_dump_in_its_folder():
     raw = changed(gateway_raw(), (*GATEWAY, "database", "backup"), {"folder": "/mnt/backups"})
-    database = parse(changed(raw, (*GATEWAY, "database", "restoreFrom"),
+    database = parse_stack(changed(raw, (*GATEWAY, "database", "restoreFrom"),
                              "litellm-20261201T030000Z.dump")).gateway.database
     assert database.backup == DatabaseBackupPlan(folder="/mnt/backups", on_calendar="daily", keep=7)
     assert database.restore_from == "litellm-20261201T030000Z.dump"
     without = changed(gateway_raw(), (*GATEWAY, "database", "backup"), DELETE)
-    assert parse(without).gateway.database.backup is None
+    assert parse_stack(without).gateway.database.backup is None
 
 
 def test_an_external_database_takes_its_url_as_a_secret_never_echoed():
     raw = changed(changed(gateway_raw(), (*GATEWAY, "database", "backup"), DELETE),
                   (*GATEWAY, "database", "location"), EXTERNAL_DATABASE)
-    cfg = parse({**raw, "gatewayDatabaseUrl": DATABASE_URL})
+    cfg = parse_stack({**raw, "gatewayDatabaseUrl": DATABASE_URL})
     assert cfg.gateway.database.location == EXTERNAL_DATABASE
     assert "pw-SECRET" not in repr(cfg)
     with pytest.raises(ConfigError) as error:
-        parse({**raw, "gatewayDatabaseUrl": "mysql://root:pw-SECRET@db/x"})
+        parse_stack({**raw, "gatewayDatabaseUrl": "mysql://root:pw-SECRET@db/x"})
     # Reported once, as what it is (not also as missing).
     assert [p.key for p in error.value.problems] == ["spear-fleet:gatewayDatabaseUrl"]
     assert problem_line(error.value, "gatewayDatabaseUrl").endswith(
@@ -259,7 +259,7 @@ def test_all_problems_are_reported_at_once_one_per_line():
     raw = changed(raw, (*ANA, "models"), ["frontier"])
     raw = changed(raw, ("developers", "bob", "maxBudget"), 0)
     with pytest.raises(ConfigError) as error:
-        parse(raw)
+        parse_stack(raw)
     assert [problem.key for problem in error.value.problems] == [
         "spear-fleet:gateway.litellm.version",
         "spear-fleet:gateway.coder.upstreams[0]",

@@ -8,7 +8,7 @@ import ast
 import inspect
 
 from components.gateway import PLACEMENTS, GatewayArgs, cluster, host
-from config.schema import parse
+from config.load import parse_stack
 from tests.support.config_cases import gateway_raw, seats_raw
 from tests.support.stack_files import REPO
 
@@ -25,8 +25,8 @@ def test_each_placement_is_a_component_of_gatewayargs_and_says_where_its_metrics
 
 
 def test_the_typed_config_chooses_the_placement_and_its_metrics_target():
-    on_host = parse(gateway_raw()).gateway
-    in_cluster = parse(seats_raw()).gateway
+    on_host = parse_stack(gateway_raw()).gateway
+    in_cluster = parse_stack(seats_raw()).gateway
     assert (on_host.placement, in_cluster.placement) == ("host", "kubernetes")
     assert PLACEMENTS[on_host.placement].metrics_target(on_host).address == \
         f"{on_host.host}:{on_host.port}"

@@ -13,7 +13,7 @@ from components.gateway.render import (DATABASE_URL_ENV, DEFAULT_MAX_TOKENS, FRO
                                        MASTER_KEY_ENV, Route, coder_window, hatch_outputs,
                                        render_config, render_env, render_tunnel_unit, render_unit,
                                        upstream_key_env, upstream_windows)
-from config.schema import parse
+from config.load import parse_stack
 from config.types import EXTERNAL_DATABASE, OFFLINE_ENGINE, GatewayDatabase, Hatch, Pricing
 from spear.rules import (CODER_MODEL, FRONTIER_MODEL, GATEWAY_UNIT, HATCH_CALLBACK,
                          RECEIPT_CALLBACK, SYSTEM_SLICE)
@@ -22,7 +22,7 @@ from tests.support.config_cases import FRONTIER_KEY, MASTER_KEY, changed, gatewa
 from tests.support.stack_files import stack_raw
 
 MODEL = "/opt/spear/models/gguf/Qwen3-Coder-Next-Q8_0-00001-of-00004.gguf"
-GATEWAY = parse(gateway_raw()).gateway
+GATEWAY = parse_stack(gateway_raw()).gateway
 ROUTES = [Route.tunnel("reds", 8082, MODEL, False), Route.tunnel("gpu", 8081, "qwen3-coder-next", True)]
 
 
@@ -192,19 +192,19 @@ def test_the_served_window_is_the_smallest_per_request_window_among_coders_upstr
     raw = changed(raw, ("inferenceHosts", "local", "server", "ctxSize"), 8192)
     raw = changed(raw, ("inferenceHosts", "local", "server", "parallel"), 2)
     raw = changed(raw, ("vllmFleet", "maxModelLen"), 32768)
-    cfg = parse(raw)
+    cfg = parse_stack(raw)
     # llama-server splits its window among its slots; vLLM serves max_model_len per request.
     assert upstream_windows(cfg) == {"local": 4096, "vllmFleet": 32768}
     assert coder_window(cfg) == Window(context=4096, max_output=1024)
 
 
 def test_the_output_limit_is_the_gateways_default_once_the_window_is_four_times_it():
-    cfg = parse(over_reds_endpoints("near"))
+    cfg = parse_stack(over_reds_endpoints("near"))
     assert upstream_windows(cfg) == {"near": 524288}  # prod's managed host: ctx 524288, 1 slot
     assert coder_window(cfg) == Window(context=524288, max_output=DEFAULT_MAX_TOKENS)
 
 
 def test_a_reds_server_started_by_hand_has_no_window_the_stack_knows():
-    assert upstream_windows(parse(over_reds_endpoints("near", "box")))["box"] is None
-    assert coder_window(parse(over_reds_endpoints("near", "box"))).context == 524288
-    assert coder_window(parse(over_reds_endpoints("box"))) is None
+    assert upstream_windows(parse_stack(over_reds_endpoints("near", "box")))["box"] is None
+    assert coder_window(parse_stack(over_reds_endpoints("near", "box"))).context == 524288
+    assert coder_window(parse_stack(over_reds_endpoints("box"))) is None

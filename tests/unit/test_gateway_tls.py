@@ -13,7 +13,7 @@ import pytest
 from components.gateway import cluster_manifests, metrics_target
 from components.vllm_fleet import monitoring
 from config.checker import ConfigError
-from config.schema import parse
+from config.load import parse_stack
 from config.tls import root_certificate
 from spear import harness
 from tests.support import tls
@@ -24,12 +24,12 @@ from tests.unit.test_gateway_components import run_program
 
 def problems(raw) -> str:
     with pytest.raises(ConfigError) as error:
-        parse(raw)
+        parse_stack(raw)
     return str(error.value)
 
 
 def test_a_certificate_for_the_name_with_its_key_and_root_is_taken_and_its_root_is_what_clients_trust():
-    place = parse(seats_raw()).gateway.kubernetes
+    place = parse_stack(seats_raw()).gateway.kubernetes
     assert place.tls.name == SEATS_GATEWAY_NAME
     assert place.tls.root_pem.startswith("-----BEGIN CERTIFICATE-----")
     assert SEATS_TLS_CERTIFICATE.endswith(place.tls.root_pem)
@@ -85,7 +85,7 @@ def test_tls_needs_both_secrets_and_the_secrets_need_tls():
 
 
 def test_the_pods_serve_https_with_the_certificate_from_its_secret_and_probe_over_https():
-    gateway = parse(seats_raw()).gateway
+    gateway = parse_stack(seats_raw()).gateway
     spec = cluster_manifests.deployment(gateway, {})["spec"]["template"]["spec"]
     [litellm] = spec["containers"]
     assert litellm["command"][-4:] == ["--ssl_certfile_path", "/tls/tls.crt",
@@ -100,7 +100,7 @@ def test_the_pods_serve_https_with_the_certificate_from_its_secret_and_probe_ove
 
 
 def test_prometheus_scrapes_the_pods_over_https_checking_the_name_against_the_root():
-    cfg = parse(seats_raw())
+    cfg = parse_stack(seats_raw())
     target = metrics_target(cfg.gateway)
     [_, job] = monitoring.scrape_configs(cfg.vllm_fleet, target)
     assert job["scheme"] == "https"
@@ -128,7 +128,7 @@ def test_developers_wiring_names_the_gateway_by_its_tls_name_and_carries_its_roo
 def test_developers_outside_the_cluster_reach_it_by_name_at_its_node_port_and_seats_at_its_cluster_ip():
     raw = seats_raw()
     raw["gateway"]["kubernetes"]["nodePort"] = 30443
-    gateway = parse(raw).gateway
+    gateway = parse_stack(raw).gateway
     spec = cluster_manifests.service(gateway)["spec"]
     assert (spec["type"], spec["clusterIP"]) == ("NodePort", gateway.kubernetes.service_ip)
     assert spec["ports"] == [{"name": "http", "port": 4000, "targetPort": "http", "nodePort": 30443}]

@@ -14,7 +14,7 @@ from components.hostops.host_key import HostKeyProvider
 from components.hostops.known_hosts import fingerprint, known_hosts_line, parse
 from components.hostops.ssh import HostKeyRefused, Session
 from config.checker import ConfigError
-from config.schema import parse as parse_config
+from config.load import parse_stack as parse_config
 from spear.rules import host_key_normal
 from tests.support.config_cases import changed
 from tests.support.ssh_server import SshServer, new_key, new_key_text

@@ -11,7 +11,7 @@ import subprocess
 import pytest
 
 from components.agent_seats import manifests, node_guard
-from config.schema import parse
+from config.load import parse_stack
 from spear import seats
 from tests.support.config_cases import NODE_GUARD_IMAGE, SEATS_GATEWAY_IP, seats_raw
 
@@ -67,7 +67,7 @@ def test_a_pod_is_vouched_for_once_the_table_holds_all_its_addresses():
 
 
 def guard_objects():
-    config = parse(seats_raw())
+    config = parse_stack(seats_raw())
     sandbox = config.vllm_fleet.agent_sandbox
     return sandbox, dict(manifests.guard_objects(sandbox, manifests.GatewayTrust.of(config.gateway)))
 
@@ -102,7 +102,7 @@ def test_a_change_of_the_guards_settings_restarts_its_pods():
     _, objects = guard_objects()
     raw = seats_raw()
     raw["vllmFleet"]["agentSandbox"]["mirrors"]["npm"] = {"cidr": "10.20.9.0/24", "ports": [443]}
-    config = parse(raw)
+    config = parse_stack(raw)
     moved = dict(manifests.guard_objects(config.vllm_fleet.agent_sandbox,
                                          manifests.GatewayTrust.of(config.gateway)))
     def digest(objs):

@@ -317,14 +317,14 @@ from components.gateway.keys import GatewayKeyProvider  # noqa: E402
 from components.gateway.render import Route, render_config  # noqa: E402
 from components.hostops.remote_file import RemoteFileProvider  # noqa: E402
 from components.hostops.systemd_unit import SystemdUnitProvider  # noqa: E402
-from config.schema import parse  # noqa: E402
+from config.load import parse_stack  # noqa: E402
 from tests.support.config_cases import gateway_raw  # noqa: E402
 
 PART_TYPES.update({"-litellm": tokens.LITELLM_INSTALL, "-migrations": tokens.COMMAND_REMOTE,
                    "-config": tokens.GATEWAY_CONFIG, "-service": tokens.GATEWAY_SERVICE,
                    "-tunnel-gpu": tokens.GATEWAY_TUNNEL, "-key-ana": tokens.GATEWAY_KEY,
                    "-key-bob": tokens.GATEWAY_KEY, "-key-cyn": tokens.GATEWAY_KEY})
-GATEWAY = parse(gateway_raw()).gateway
+GATEWAY = parse_stack(gateway_raw()).gateway
 ROUTES = [Route.tunnel("reds", 8082, "/opt/spear/models/gguf/q.gguf", False)]
 MASTER = "sk-master-SECRET-m"
 

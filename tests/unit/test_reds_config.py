@@ -13,7 +13,7 @@ import pytest
 
 from config.checker import ConfigError
 from config.load import StackConfigError, load
-from config.schema import parse
+from config.load import parse_stack
 from config.types import InlineKey, KeyFile, RedsSsh
 from tests.support.stack_files import DUMMY_KEY, commented_example, engine_config, prod_raw
 from tests.support.config_cases import (BOX, DELETE, NEAR, REDS_SECRETS as SECRETS, allowed_for,
@@ -96,7 +96,7 @@ def test_no_two_bad_endpoint_cases_share_an_id_or_a_refusal():
 
 
 def test_an_endpoint_on_a_hand_run_server_parses_to_its_typed_config():
-    cfg = parse(reds_raw())
+    cfg = parse_stack(reds_raw())
     box = cfg.reds_endpoints["box"]
     # The rest from ~/.ssh/config.
     assert box.ssh == RedsSsh(host="reds-box", port=None, user=None, key=None)
@@ -106,7 +106,7 @@ def test_an_endpoint_on_a_hand_run_server_parses_to_its_typed_config():
 
 
 def test_an_endpoint_on_a_managed_host_logs_in_as_the_host_and_checks_its_server():
-    cfg = parse(reds_raw())
+    cfg = parse_stack(reds_raw())
     near = cfg.reds_endpoints["near"]
     assert near.ssh == RedsSsh(host="reds.internal", port=22, user="root",
                                key=InlineKey(DUMMY_KEY))
@@ -119,21 +119,21 @@ def test_an_endpoint_on_a_managed_host_logs_in_as_the_host_and_checks_its_server
 def test_endpoint_defaults_are_port_8010_and_backend_reds():
     raw = {**prod_raw(), "redsEndpoints": {"box": {"ssh": {"host": "10.0.0.7"}}}}
     raw = changed(raw, ("inferenceHosts", "reds", "backend"), "local")
-    box = parse(raw).reds_endpoints["box"]
+    box = parse_stack(raw).reds_endpoints["box"]
     assert (box.port, box.backend.name, box.backend.port) == (8010, "reds", 8082)
 
 
 def test_a_hand_run_server_may_be_reached_with_a_full_login_and_a_key():
     raw = changed(reds_raw(), (*BOX, "ssh"), {"host": "10.0.0.7", "port": 2022, "user": "spear",
                                               "privateKeyPath": "/keys/reds"})
-    assert parse(raw).reds_endpoints["box"].ssh == RedsSsh(
+    assert parse_stack(raw).reds_endpoints["box"].ssh == RedsSsh(
         host="10.0.0.7", port=2022, user="spear", key=KeyFile("/keys/reds"))
     raw = changed(reds_raw(), ("sshPrivateKeys", "box"), DUMMY_KEY)
-    assert parse(raw).reds_endpoints["box"].ssh.key == InlineKey(DUMMY_KEY)
+    assert parse_stack(raw).reds_endpoints["box"].ssh.key == InlineKey(DUMMY_KEY)
 
 
 def test_a_stack_without_endpoints_has_none():
-    assert parse(prod_raw()).reds_endpoints == {}
+    assert parse_stack(prod_raw()).reds_endpoints == {}
 
 
 def test_all_endpoint_problems_are_reported_at_once_one_per_line():
@@ -141,7 +141,7 @@ def test_all_endpoint_problems_are_reported_at_once_one_per_line():
     raw = changed(raw, (*BOX, "port"), 0)
     raw = changed(raw, (*BOX, "modelId"), "a b")
     with pytest.raises(ConfigError) as error:
-        parse(raw)
+        parse_stack(raw)
     assert [problem.key for problem in error.value.problems] == [
         "spear-fleet:redsEndpoints.box.modelId", "spear-fleet:redsEndpoints.box.port",
         "spear-fleet:redsEndpoints.near.inferenceHost"]
@@ -149,7 +149,7 @@ def test_all_endpoint_problems_are_reported_at_once_one_per_line():
 
 def test_an_endpoint_on_a_host_with_problems_of_its_own_is_not_also_unknown():
     with pytest.raises(ConfigError) as error:
-        parse(changed(reds_raw(), ("inferenceHosts", "reds", "server", "ctxSize"), DELETE))
+        parse_stack(changed(reds_raw(), ("inferenceHosts", "reds", "server", "ctxSize"), DELETE))
     assert [problem.key for problem in error.value.problems] == [
         "spear-fleet:inferenceHosts.reds.server.ctxSize"]
 
@@ -187,7 +187,7 @@ def test_prods_commented_endpoint_examples_parse_to_both_forms():
     raw = {**prod_raw(), "redsEndpoints": commented_example("prod", "redsEndpoints")}
     raw = changed(raw, ("backends", "lab"), {"port": 8083})  # as the example's note says
     raw = changed(raw, ("redsEndpoints", "reds-box", "ssh", "privateKeyPath"), "/keys/reds")
-    endpoints = parse(raw).reds_endpoints
+    endpoints = parse_stack(raw).reds_endpoints
     assert endpoints["reds-box"].ssh == RedsSsh(host="reds-box", port=22, user="spear",
                                                key=KeyFile("/keys/reds"))
     assert (endpoints["reds-box"].port, endpoints["reds-box"].model_id) == (8010, "qwen3-coder-next")

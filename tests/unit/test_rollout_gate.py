@@ -14,7 +14,7 @@ import pytest
 
 from config.checker import ConfigError
 from config.load import StackConfigError
-from config.schema import parse
+from config.load import parse_stack
 from gate import run as gate_run
 from spear import rollout_gate, trace
 from tests.support import gate_records as records
@@ -136,7 +136,7 @@ def promote(**run):
 
 def config_error(raw) -> ConfigError:
     with pytest.raises(ConfigError) as error:
-        parse(raw)
+        parse_stack(raw)
     return error.value
 
 
@@ -145,7 +145,7 @@ def refused(raw) -> str:
 
 
 def test_a_promotion_with_a_record_the_gate_wrote_is_accepted():
-    fleet = parse(promote()).vllm_fleet
+    fleet = parse_stack(promote()).vllm_fleet
     [record] = fleet.gate_records
     assert (record.name, record.pin.pair, record.passed) == (
         "canary-1", ("v0.25.0", CANARY_PAIR["model"], CANARY_PAIR["revision"]), True)
@@ -153,7 +153,7 @@ def test_a_promotion_with_a_record_the_gate_wrote_is_accepted():
 
 def test_a_promotion_whose_run_failed_is_refused_with_its_reasons():
     with pytest.raises(ConfigError) as error:
-        parse(promote(candidate_fails=8))
+        parse_stack(promote(candidate_fails=8))
     line = problem_line(error.value, "vllmFleet.stable")
     assert "record canary-1: the candidate regresses on the paired eval: b=8" in line
     assert "p=0.007812 < alpha 0.05" in line
@@ -281,9 +281,9 @@ def test_a_record_that_does_not_stand_blocks_only_its_promotion_saying_how_to_re
     path = records.write_record("canary-1", CANARY_PAIR, master_key="sk-another-gateway")
     gate = records.gate_config()
     # An up that promotes nothing, and a rollback, go on; the record is set aside, not believed.
-    fleet = parse(fleet_raw(rolloutGate=gate)).vllm_fleet
+    fleet = parse_stack(fleet_raw(rolloutGate=gate)).vllm_fleet
     assert (fleet.gate_records, [r.name for r in fleet.gate.refused]) == ((), ["canary-1"])
-    assert parse(fleet_raw(stable=STABLE_PAIR, previous=STABLE_PAIR, rolloutGate=gate)).vllm_fleet
+    assert parse_stack(fleet_raw(stable=STABLE_PAIR, previous=STABLE_PAIR, rolloutGate=gate)).vllm_fleet
     # The promotion to its pair is refused, with why and how to recover.
     message = problem_line(config_error(promoted_raw(gate)), "vllmFleet.stable")
     assert "record canary-1 does not stand (evidence: 176 receipts do not sign" in message
@@ -291,7 +291,7 @@ def test_a_record_that_does_not_stand_blocks_only_its_promotion_saying_how_to_re
             " folder") in message
     # A file in the records folder that is no record at all does not block an unrelated up.
     path.write_text("{not json")
-    assert parse(fleet_raw(rolloutGate=gate)).vllm_fleet.gate.refused[0].pair is None
+    assert parse_stack(fleet_raw(rolloutGate=gate)).vllm_fleet.gate.refused[0].pair is None
 
 
 def test_the_gate_prints_pass_only_for_a_record_the_stack_would_accept():
@@ -311,7 +311,7 @@ def test_the_gate_prints_pass_only_for_a_record_the_stack_would_accept():
 def test_a_failing_record_does_not_hide_a_passing_one():
     records.write_record("canary-1", CANARY_PAIR, candidate_fails=8)
     records.write_record("canary-2", CANARY_PAIR)
-    assert parse(promoted_raw(records.gate_config())).vllm_fleet.stable.tag == "v0.25.0"
+    assert parse_stack(promoted_raw(records.gate_config())).vllm_fleet.stable.tag == "v0.25.0"
 
 
 def test_a_policy_setting_out_of_range_is_refused_before_anything_is_read():
@@ -327,7 +327,7 @@ def test_a_task_set_outside_the_project_is_refused():
 
 def test_a_rollback_needs_no_record():
     raw = fleet_raw(stable=STABLE_PAIR, previous=STABLE_PAIR, rolloutGate=records.gate_config())
-    assert parse(raw).vllm_fleet.gate_records == ()
+    assert parse_stack(raw).vllm_fleet.gate_records == ()
 
 
 # --- against what is deployed ----------------------------------------------------------------
@@ -342,7 +342,7 @@ DEPLOYED = (key(STABLE_PAIR), None)  # the stack's last update: stable v0.24.0, 
 def test_deleting_previous_while_changing_stable_is_refused_against_the_deployed_pair():
     raw = fleet_raw(stable=CANARY_PAIR, rolloutGate=records.gate_config())  # no previous at all
     with pytest.raises(ConfigError) as error:
-        parse(raw, DEPLOYED)
+        parse_stack(raw, DEPLOYED)
     line = problem_line(error.value, "vllmFleet.stable")
     assert "stable moves off the deployed pair v0.24.0 @ Qwen/Qwen3-Coder-Next-FP8 revision" \
            " da6e2ed, so previous must be that pair (declared: none)" in line
@@ -356,19 +356,19 @@ def test_declaring_the_new_pair_as_previous_does_not_make_it_a_rollback():
 
 def refused_with(raw, deployed) -> str:
     with pytest.raises(ConfigError) as error:
-        parse(raw, deployed)
+        parse_stack(raw, deployed)
     return str(error.value)
 
 
 def test_a_promotion_from_the_deployed_pair_with_a_passing_record_is_accepted():
     records.write_record("canary-1", CANARY_PAIR)
-    assert parse(promoted_raw(records.gate_config()), DEPLOYED).vllm_fleet.stable.tag == "v0.25.0"
+    assert parse_stack(promoted_raw(records.gate_config()), DEPLOYED).vllm_fleet.stable.tag == "v0.25.0"
 
 
 def test_going_back_to_the_deployed_previous_pair_needs_no_record():
     deployed = (key(CANARY_PAIR), key(STABLE_PAIR))  # promoted last time
     raw = fleet_raw(stable=STABLE_PAIR, previous=STABLE_PAIR)
-    assert parse(raw, deployed).vllm_fleet.stable.tag == "v0.24.0"
+    assert parse_stack(raw, deployed).vllm_fleet.stable.tag == "v0.24.0"
     # while a "rollback" to a pair that was never deployed is a promotion
     other = {**STABLE_PAIR, "tag": "v0.23.0"}
     assert "no gate record pins exactly v0.23.0" in refused_with(
@@ -398,7 +398,7 @@ def test_the_gates_keys_are_developers_in_the_rings_of_their_tracks():
     raw["developers"][general]["ring"] = "stable"
     raw["gateway"]["coder"]["upstreams"].append("vllmFleet")
     raw["vllmFleet"]["serviceIPs"] = {"stable": "10.96.100.10"}
-    assert parse(raw).vllm_fleet.gate.keys == {"stable": general, "canary": pilot}
+    assert parse_stack(raw).vllm_fleet.gate.keys == {"stable": general, "canary": pilot}
     message = refused(with_gate_keys({"stable": general, "canary": "nobody"}))
     assert f"vllmFleet.rolloutGate.keys.stable: got '{general}'; allowed: a developer in the stable ring" \
         in message

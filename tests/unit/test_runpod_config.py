@@ -12,7 +12,7 @@ import pytest
 
 from config.checker import ConfigError
 from config.load import StackConfigError, load
-from config.schema import parse
+from config.load import parse_stack
 from config.types import API_KEY_NAMES, RUNPOD_API_KEY, VLLM_API_KEY, ApiKey, InlineKey, KeyFile, PodSsh, Vllm
 from tests.support.stack_files import (DUMMY_KEY, commented_example, encrypted_keys,
                                        engine_config, prod_raw, without_fleet)
@@ -138,7 +138,7 @@ def test_no_two_bad_pod_cases_share_an_id_or_a_refusal():
 
 
 def test_a_pod_parses_to_its_typed_config():
-    cfg = parse(pod_raw())
+    cfg = parse_stack(pod_raw())
     pod = cfg.runpod_pods["gpu"]
     assert (pod.name, pod.api_url, pod.gpu_type_ids, pod.gpu_count, pod.image_name) == (
         "gpu", "https://rest.runpod.io/v1", ("NVIDIA H100 80GB HBM3",), 2, "vllm/vllm-openai:v0.24.0")
@@ -160,7 +160,7 @@ def test_pod_defaults():
         del pod[key]
     for key in ("tensorParallelSize", "port"):
         del pod["vllm"][key]
-    parsed = parse(raw).runpod_pods["gpu"]
+    parsed = parse_stack(raw).runpod_pods["gpu"]
     assert (parsed.gpu_count, parsed.cloud_type, parsed.ports, parsed.backend.name) == (
         1, "SECURE", ("22/tcp",), "remote")
     assert (parsed.ssh.user, parsed.vllm.tensor_parallel_size, parsed.vllm.port) == ("root", 1, 8000)
@@ -168,17 +168,17 @@ def test_pod_defaults():
 
 def test_a_stand_in_api_on_this_machine_may_be_plain_http():
     raw = changed(pod_raw(), ("runpod", "apiUrl"), "http://127.0.0.1:8123/v1/")
-    assert parse(raw).runpod_pods["gpu"].api_url == "http://127.0.0.1:8123/v1"
+    assert parse_stack(raw).runpod_pods["gpu"].api_url == "http://127.0.0.1:8123/v1"
 
 
 def test_a_pod_may_log_in_with_a_key_file():
     raw = changed(pod_raw(), ("sshPrivateKeys", "gpu"), DELETE)
     raw = changed(raw, (*POD, "ssh", "privateKeyPath"), "/keys/gpu")
-    assert parse(raw).runpod_pods["gpu"].ssh.key == KeyFile("/keys/gpu")
+    assert parse_stack(raw).runpod_pods["gpu"].ssh.key == KeyFile("/keys/gpu")
 
 
 def test_a_stack_without_pods_has_none_and_needs_no_api_keys():
-    cfg = parse(without_fleet(prod_raw()))
+    cfg = parse_stack(without_fleet(prod_raw()))
     assert cfg.runpod_pods == {} and cfg.api_keys == {}
 
 
@@ -188,17 +188,17 @@ def test_all_pod_problems_are_reported_at_once_one_per_line():
     raw = changed(raw, (*POD, "ports"), ["8888/http"])
     raw = changed(raw, ("vllmApiKey",), DELETE)
     with pytest.raises(ConfigError) as error:
-        parse(raw)
+        parse_stack(raw)
     assert [problem.key for problem in error.value.problems] == [
         "spear-fleet:vllmApiKey", "spear-fleet:runpod.pods.gpu.imageName",
-        "spear-fleet:runpod.pods.gpu.ports", "spear-fleet:runpod.pods.gpu.vllm.revision"]
+        "spear-fleet:runpod.pods.gpu.vllm.revision", "spear-fleet:runpod.pods.gpu.ports"]
 
 
 def test_api_keys_are_never_echoed():
     with pytest.raises(ConfigError) as error:
-        parse(changed(pod_raw(), ("vllmApiKey",), "sk-hunter2 secret"))
+        parse_stack(changed(pod_raw(), ("vllmApiKey",), "sk-hunter2 secret"))
     assert "hunter2" not in str(error.value)
-    assert "rpa_TESTKEY" not in repr(parse(pod_raw()))
+    assert "rpa_TESTKEY" not in repr(parse_stack(pod_raw()))
 
 
 def test_api_keys_in_plain_text_are_refused(mocks):
@@ -248,7 +248,7 @@ def prod_example() -> dict[str, Any]:
 
 
 def test_prods_commented_pod_example_parses_to_the_cookbooks_serve_command():
-    cfg = parse(prod_example())
+    cfg = parse_stack(prod_example())
     pod = cfg.runpod_pods["gpu"]
     assert pod.vllm == Vllm(model="Qwen/Qwen3-Coder-Next-FP8", revision=REVISION,
                             served_model_name="qwen3-coder-next", tensor_parallel_size=2,

@@ -12,7 +12,7 @@ import pytest
 
 from components.agent_seats import manifests
 from components.gateway.render import coder_window
-from config.schema import parse
+from config.load import parse_stack
 from spear import harness
 from spear.seats import image_digest_problem, is_credential_name, pod_spec, seat_problems
 from tests.support.config_cases import SEAT_IMAGE, SEATS_GATEWAY_URL, seats_raw
@@ -22,7 +22,7 @@ ALL_HARNESSES = {f"seat-{h}": {"developer": "ana", "harness": h} for h in harnes
 
 def rendered(seat_name: str = "ana-codex", **seats: Any) -> dict[str, Any]:
     """The pod spec of a seat as components/agent_seats/manifests.py renders it."""
-    cfg = parse(seats_raw(**seats))
+    cfg = parse_stack(seats_raw(**seats))
     sandbox = cfg.vllm_fleet.agent_sandbox
     seat = sandbox.seats[seat_name]
     entry = manifests.wiring(seat, SEATS_GATEWAY_URL, cfg.harnesses, coder_window(cfg))

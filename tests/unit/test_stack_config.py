@@ -13,7 +13,7 @@ import pytest
 from config import types
 from config.checker import ConfigError
 from config.load import StackConfigError, load
-from config.schema import parse
+from config.load import parse_stack
 from config.schema.backends import SEED_BACKENDS
 from config.types import ArchiveSource, GitSource, InlineKey, KeyFile
 from localhosts.hosts import llama_source
@@ -54,7 +54,7 @@ BAD = [
     ("ctx-missing", changed(prod_raw(), (*HOST, "server", "ctxSize"), DELETE),
      "inferenceHosts.reds.server.ctxSize", "no default: state it in the stack"),
     ("ctx-not-int", changed(prod_raw(), (*HOST, "server", "ctxSize"), "abc"),
-     "inferenceHosts.reds.server.ctxSize", "an integer >= 1 (no default"),
+     "inferenceHosts.reds.server.ctxSize", "an integer >= 1"),
     ("ctx-zero", changed(prod_raw(), (*HOST, "server", "ctxSize"), 0), "inferenceHosts.reds.server.ctxSize", "an integer >= 1"),
     ("ctx-bool", changed(prod_raw(), (*HOST, "server", "ctxSize"), True), "inferenceHosts.reds.server.ctxSize", "an integer >= 1"),
     ("ctx-float", changed(prod_raw(), (*HOST, "server", "ctxSize"), 5.5), "inferenceHosts.reds.server.ctxSize", "an integer >= 1"),
@@ -199,17 +199,16 @@ def test_no_two_bad_cases_share_an_id_or_a_refusal():
 
 def test_message_shows_what_was_given():
     with pytest.raises(ConfigError) as error:
-        parse(changed(prod_raw(), (*HOST, "server", "ctxSize"), "abc"))
+        parse_stack(changed(prod_raw(), (*HOST, "server", "ctxSize"), "abc"))
     assert problem_line(error.value, "inferenceHosts.reds.server.ctxSize") == (
-        "spear-fleet:inferenceHosts.reds.server.ctxSize: got 'abc'; allowed: an integer >= 1 "
-        "(no default: state it in the stack)")
+        "spear-fleet:inferenceHosts.reds.server.ctxSize: got 'abc'; allowed: an integer >= 1")
 
 
 def test_secret_is_never_echoed():
     with pytest.raises(ConfigError) as error:
-        parse(changed(prod_raw(), ("sshPrivateKeys", "reds"), "hunter2-secret"))
+        parse_stack(changed(prod_raw(), ("sshPrivateKeys", "reds"), "hunter2-secret"))
     assert "hunter2" not in str(error.value)
-    assert "hunter2" not in repr(parse(prod_raw()))
+    assert "hunter2" not in repr(parse_stack(prod_raw()))
 
 
 def test_all_problems_are_reported_at_once_one_per_line():
@@ -219,7 +218,7 @@ def test_all_problems_are_reported_at_once_one_per_line():
     raw = changed(raw, (*HOST, "model", "shards", 0, "sha256"), "nope")
     raw = changed(raw, ("backends", "lab"), {"kind": "port"})
     with pytest.raises(ConfigError) as error:
-        parse(raw)
+        parse_stack(raw)
     keys = [problem.key for problem in error.value.problems]
     assert keys == ["spear-fleet:backends.lab.port",
                     "spear-fleet:inferenceHosts.reds.llamaCpp.source.commit",
@@ -235,7 +234,7 @@ def test_the_error_pulumi_sees_is_a_run_error():
 
 
 def test_prod_parses_to_the_seed_profile():
-    cfg = parse(prod_raw())
+    cfg = parse_stack(prod_raw())
     assert list(cfg.inference_hosts) == ["reds"]
     host = cfg.inference_hosts["reds"]
     assert (host.ssh.host, host.ssh.port, host.ssh.user) == ("reds.internal", 22, "root")
@@ -259,17 +258,17 @@ def test_prod_parses_to_the_seed_profile():
 
 
 def test_prod_declares_the_seeds_four_backends():
-    backends = parse(prod_raw()).backends
+    backends = parse_stack(prod_raw()).backends
     assert {name: (b.kind, b.port) for name, b in backends.items()} == {
         "local": ("port", 8080), "remote": ("port", 8081), "reds": ("port", 8082),
         "anthropic": ("api", None)}
 
 
 def test_a_new_backend_is_one_entry():
-    cfg = parse(changed(prod_raw(), ("backends", "lab"), {"port": 8083}))
+    cfg = parse_stack(changed(prod_raw(), ("backends", "lab"), {"port": 8083}))
     assert cfg.backends["lab"] == types.Backend(name="lab", kind="port", port=8083,
                                                 what="127.0.0.1:8083 on the client")
-    host = parse(changed(changed(prod_raw(), ("backends", "lab"), {"port": 8083}),
+    host = parse_stack(changed(changed(prod_raw(), ("backends", "lab"), {"port": 8083}),
                          (*HOST, "backend"), "lab")).inference_hosts["reds"]
     assert host.backend.port == 8083
 
@@ -277,14 +276,14 @@ def test_a_new_backend_is_one_entry():
 def test_dev_parses_with_moe_offload_and_no_yarn():
     raw = stack_raw("dev")
     raw["sshPrivateKeys"] = {"pilot": DUMMY_KEY}
-    host = parse(raw).inference_hosts["pilot"]
+    host = parse_stack(raw).inference_hosts["pilot"]
     assert host.llama_cpp.profile == "gpu"
     assert host.model.moe and host.server.cpu_moe == 40
     assert host.server.ctx_size <= host.model.native_ctx
 
 
 def test_local_parses_with_archive_source_and_key_file():
-    host = parse(stack_raw("local")).inference_hosts["local"]
+    host = parse_stack(stack_raw("local")).inference_hosts["local"]
     home = os.path.expanduser("~")
     assert host.ssh == types.SshTarget(
         host="127.0.0.1", port=2222, user="root",
@@ -304,7 +303,7 @@ def test_defaults():
     raw["inferenceHosts"]["reds"].update(ssh={"host": "gpu1"}, server={"ctxSize": 4096})
     del raw["inferenceHosts"]["reds"]["runtimeDir"], raw["inferenceHosts"]["reds"]["backend"]
     del raw["backends"], raw["inferenceHosts"]["reds"]["model"]["moe"]
-    cfg = parse(raw)
+    cfg = parse_stack(raw)
     host = cfg.inference_hosts["reds"]
     assert host.ssh == types.SshTarget(host="gpu1", port=22, user="root", key=InlineKey(DUMMY_KEY))
     assert (host.runtime_dir, host.backend.name) == ("/opt/spear", "reds")
@@ -315,7 +314,7 @@ def test_defaults():
 
 
 def test_extra_cmake_flags_follow_the_profile():
-    cfg = parse(changed(prod_raw(), (*HOST, "llamaCpp", "extraCmakeFlags"),
+    cfg = parse_stack(changed(prod_raw(), (*HOST, "llamaCpp", "extraCmakeFlags"),
                         ["-DCMAKE_CUDA_ARCHITECTURES=90"]))
     flags = cfg.inference_hosts["reds"].llama_cpp.cmake_flags
     assert flags[-1] == "-DCMAKE_CUDA_ARCHITECTURES=90"
@@ -323,26 +322,26 @@ def test_extra_cmake_flags_follow_the_profile():
 
 
 def test_server_port_may_equal_a_client_port_on_a_remote_host():
-    host = parse(changed(prod_raw(), (*HOST, "server", "port"), 8082)).inference_hosts["reds"]
+    host = parse_stack(changed(prod_raw(), (*HOST, "server", "port"), 8082)).inference_hosts["reds"]
     assert host.server.port == host.backend.port == 8082
 
 
 def test_two_hosts_on_distinct_targets_and_ports_parse():
     raw = two_hosts({"host": "127.0.0.1", "port": 2223}, 8011, first={"host": "127.0.0.1", "port": 2222})
-    cfg = parse(raw)
+    cfg = parse_stack(raw)
     assert list(cfg.inference_hosts) == ["reds", "pilot"]
     assert cfg.inference_hosts["pilot"].ssh.address == "127.0.0.1:2223"
 
 
 def test_two_remote_hosts_may_serve_the_same_port():
-    cfg = parse(two_hosts({"host": "pilot.internal"}, 8010))
+    cfg = parse_stack(two_hosts({"host": "pilot.internal"}, 8010))
     assert {h.server.port for h in cfg.inference_hosts.values()} == {8010}
 
 
 def test_adapter_and_hash_normalisation():
     raw = changed(prod_raw(), (*HOST, "model", "adapter"), "coder-lora.gguf")
     raw = changed(raw, (*HOST, "model", "shards", 0, "sha256"), "AB" * 32)
-    model = parse(raw).inference_hosts["reds"].model
+    model = parse_stack(raw).inference_hosts["reds"].model
     assert model.adapter == "coder-lora.gguf"
     assert model.shards[0].sha256 == "ab" * 32
 

@@ -1,99 +1,44 @@
-"""stacks/Pulumi.prod.yaml documents the schema: every key config/schema accepts appears there
+"""stacks/Pulumi.prod.yaml documents the schema: every key config/schema declares appears there
 (set, commented out, or named in the comment just above its object or its map by name), and
-every key it shows is one the schema accepts.
+every key it shows is one the schema declares.
 
-The accepted keys are the allowed_keys of every Checker.obj call, recorded while the stacks and
-the config tests' cases are parsed; every call site must be reached, so a new object cannot
-slip past. The documented keys are the file's YAML with its comment markers taken off."""
+The declared keys are config/options.py::paths of config/schema's STACK: the declarations
+themselves, in one comparison. The documented keys are the file's YAML with its comment markers
+taken off."""
 
 from __future__ import annotations
 
-import ast
-import contextlib
 import re
-import sys
 from collections import defaultdict
-from pathlib import Path
 
-import pytest
 import yaml
 
-from config.checker import Checker, ConfigError
-from config.schema import TOP_KEYS, parse
-from tests.support.config_cases import changed, fleet_raw, gateway_raw, pod_raw, reds_raw, seats_raw
-from tests.support.stack_files import REPO, prod_raw, stack_raw, with_placeholder_keys
+from config.options import NAME_SEGMENT as NAME
+from config.options import paths
+from config.schema import STACK
+from tests.support.stack_files import REPO
 
-SCHEMA = REPO / "config" / "schema"
 DOC = REPO / "stacks" / "Pulumi.prod.yaml"
-NAME = "<name>"  # a path segment that is a name the stack chooses (a host's, a pod's, ...)
 KeyPath = tuple[str, ...]
 
 _MARKER = re.compile(r"^(\s*)# ")
 _KEY = re.compile(r"[\w./-]+")
 
 
-def _cases() -> list[dict]:
-    """Stacks that between them reach every object of the schema."""
-    return [prod_raw(), stack_raw("local"), with_placeholder_keys(stack_raw("dev")),
-            gateway_raw(), changed(gateway_raw(), ("gateway", "kubernetes"), {}), pod_raw(),
-            reds_raw(), fleet_raw(memoryFloor={"models": {"Qwen/Qwen3-Coder-Next-FP8": {}}}),
-            seats_raw(),
-            changed(seats_raw(), ("vllmFleet", "agentSandbox", "seatImage"), {"file": "/none"}),
-            changed(seats_raw(), ("gateway", "database", "backup"), {"hostPath": "/b"})]
-
-
-def _obj_sites() -> set[tuple[str, int, int]]:
-    """Each Checker.obj call in config/schema whose result is used (a bare call only says what
-    a wrong value must be), as (file, first line, last line)."""
-    sites = set()
-    for path in SCHEMA.glob("*.py"):
-        tree = ast.parse(path.read_text())
-        bare = {id(node.value) for node in ast.walk(tree) if isinstance(node, ast.Expr)}
-        sites.update((path.name, node.lineno, node.end_lineno) for node in ast.walk(tree)
-                     if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                     and node.func.attr == "obj" and id(node) not in bare)
-    return sites
-
-
-Call = tuple[str, int, str, tuple[str, ...]]  # (file, line, key, allowed_keys)
-
-
-@pytest.fixture(scope="module")
-def calls() -> list[Call]:
-    """Every Checker.obj call while the cases are parsed."""
-    calls: list[Call] = []
-    original = Checker.obj
-
-    def recording(self, key, value, allowed_keys, required=True):
-        caller = sys._getframe(1)
-        calls.append((Path(caller.f_code.co_filename).name, caller.f_lineno, key,
-                      tuple(allowed_keys)))
-        return original(self, key, value, allowed_keys, required)
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(Checker, "obj", recording)
-        for raw in _cases():
-            with contextlib.suppress(ConfigError):  # a case need only reach its objects
-                parse(raw)
-    return calls
-
-
-@pytest.fixture(scope="module")
-def objects(calls) -> dict[KeyPath, set[str]]:
-    """The objects the schema checks, by path (names as NAME; () the namespace itself) -> the
-    keys each accepts."""
-    found: dict[KeyPath, set[str]] = defaultdict(set, {(): set(TOP_KEYS)})
-    for key, allowed in sorted(((re.sub(r"\[\d+\]", "", key).split("."), allowed)
-                                for _, _, key, allowed in calls), key=lambda c: len(c[0])):
-        found[normal(tuple(key), found)].update(allowed)
+def declared_objects() -> dict[KeyPath, set[str]]:
+    """The objects the schema declares, by path (names as NAME; () the namespace itself) -> the
+    keys each declares (NAME for a map by name)."""
+    found: dict[KeyPath, set[str]] = defaultdict(set)
+    for path in paths(STACK):
+        found[path[:-1]].add(path[-1])
     return dict(found)
 
 
 def normal(path: KeyPath, objects: dict[KeyPath, set[str]]) -> KeyPath:
-    """path with every segment under something other than an object as NAME (a map by name)."""
+    """path with every segment under a map by name as NAME."""
     result: KeyPath = ()
     for segment in path:
-        result = (*result, segment if result in objects else NAME)
+        result = (*result, NAME if objects.get(result) == {NAME} else segment)
     return result
 
 
@@ -168,27 +113,22 @@ def _flow_keys(path: KeyPath, value: object) -> set[KeyPath]:
     return set()
 
 
-def test_the_cases_reach_every_object_the_schema_checks(calls):
-    unreached = {site for site in _obj_sites()
-                 if not any(file == site[0] and site[1] <= line <= site[2]
-                            for file, line, _, _ in calls)}
-    assert unreached == set(), "add a case to _cases() that reaches these"
-
-
-def test_every_key_the_schema_accepts_is_documented(objects):
+def test_every_key_the_schema_declares_is_documented():
+    objects = declared_objects()
     shown, named = documented(objects)
     # The comment above a map by name speaks for its entries (developers: "Optional: team, ...").
     missing = [".".join((*path, key)) for path, keys in objects.items() for key in keys
-               if (*path, key) not in shown and not re.search(
+               if key != NAME and (*path, key) not in shown and not re.search(
                    rf"\b{key}\b", named[path] + (named[path[:-1]] if path[-1:] == (NAME,) else ""))]
     assert sorted(missing) == []
 
 
-def test_every_documented_key_is_one_the_schema_accepts(objects):
+def test_every_documented_key_is_one_the_schema_declares():
+    objects = declared_objects()
     shown, _ = documented(objects)
     accepted = {(*path, key) for path, keys in objects.items() for key in keys}
     # Under a map by name or a free map (selectorLabels, a developer's metadata) any key goes.
-    checked = {path for path in shown if path[:-1] in objects}
+    checked = {path for path in shown if path[:-1] in objects and NAME not in objects[path[:-1]]}
     assert sorted(".".join(path) for path in checked - accepted) == []
 
 

@@ -13,7 +13,7 @@ import pytest
 from pulumi.runtime import rpc
 
 from components.vllm_fleet import manifests
-from config.schema import parse
+from config.load import parse_stack
 from spear import tokens, vllm
 from tests.support.config_cases import CANARY_PAIR, REVISION, STABLE_PAIR, fleet_raw, seats_raw
 from tests.support.policy_harness import COOKBOOK_VLLM_COMMAND_LINE
@@ -69,7 +69,7 @@ def test_the_fleet_declares_its_objects_through_its_own_provider():
 
 
 def test_every_track_takes_connections_only_from_the_gateway_and_the_scraper():
-    host = manifests.fleet_ingress(parse(fleet_raw()).vllm_fleet)
+    host = manifests.fleet_ingress(parse_stack(fleet_raw()).vllm_fleet)
     spec = host["spec"]
     # Every track's pods, the canary's too: selected by the fleet's app label alone.
     assert spec["podSelector"] == {"matchLabels": {"app": "vllm"}}
@@ -78,19 +78,19 @@ def test_every_track_takes_connections_only_from_the_gateway_and_the_scraper():
     assert rule["ports"] == [{"protocol": "TCP", "port": 8000}]
     assert rule["from"] == [{"ipBlock": {"cidr": "10.20.0.10/32"}}]
     # In the cluster: the gateway's pods by their labels in their namespace, nothing else.
-    cluster = parse(seats_raw()).vllm_fleet
+    cluster = parse_stack(seats_raw()).vllm_fleet
     [rule] = manifests.fleet_ingress(cluster)["spec"]["ingress"]
     assert rule["from"][0] == {
         "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "spear-gateway"}},
         "podSelector": {"matchLabels": {"app.kubernetes.io/name": "spear-gateway"}}}
     # An Operator's Prometheus scrapes from its own pods, wherever they run.
-    operator = manifests.fleet_ingress(parse(prod_raw()).vllm_fleet)
+    operator = manifests.fleet_ingress(parse_stack(prod_raw()).vllm_fleet)
     assert {"namespaceSelector": {}, "podSelector": {"matchLabels": {
         "app.kubernetes.io/name": "prometheus"}}} in operator["spec"]["ingress"][0]["from"]
 
 
 def test_with_nobody_declared_nothing_reaches_the_fleet():
-    fleet = replace(parse(fleet_raw()).vllm_fleet, ingress_from=())
+    fleet = replace(parse_stack(fleet_raw()).vllm_fleet, ingress_from=())
     assert manifests.fleet_ingress(fleet)["spec"]["ingress"] == []
 
 
@@ -185,6 +185,6 @@ def test_a_replaced_pod_keeps_serving_until_kube_proxy_has_dropped_it_then_drain
 
 
 def test_the_rollout_output_carries_the_deployed_canary_pair_that_scripts_gate_pins():
-    with_canary = parse(fleet_raw(canary={**CANARY_PAIR, "replicas": 1})).vllm_fleet
+    with_canary = parse_stack(fleet_raw(canary={**CANARY_PAIR, "replicas": 1})).vllm_fleet
     assert manifests.rollout_pairs(with_canary)["canary"] == CANARY_PAIR
-    assert manifests.rollout_pairs(parse(fleet_raw()).vllm_fleet)["canary"] is None
+    assert manifests.rollout_pairs(parse_stack(fleet_raw()).vllm_fleet)["canary"] is None

@@ -14,7 +14,7 @@ from components.agent_seats.manifests import GatewayTrust
 from components.vllm_fleet import manifests
 from config.checker import ConfigError
 from config.load import StackConfigError, load
-from config.schema import parse
+from config.load import parse_stack
 from config.types import EgressTarget, Kubeconfig, Prometheus, ServingPair, Vllm
 from spear.vllm import command_line as vllm_command_line
 from tests.support import tls
@@ -215,7 +215,7 @@ def test_no_two_bad_fleet_cases_share_an_id_or_a_refusal():
 
 
 def test_the_fleet_parses_to_its_typed_config():
-    fleet = parse(fleet_raw()).vllm_fleet
+    fleet = parse_stack(fleet_raw()).vllm_fleet
     assert fleet.kubeconfig == Kubeconfig(None, None, None)
     assert (fleet.namespace, fleet.image, fleet.replicas) == ("vllm", "vllm/vllm-openai", 2)
     assert fleet.stable == ServingPair(tag="v0.24.0", digest=None,
@@ -236,32 +236,32 @@ def test_the_fleet_parses_to_its_typed_config():
             alerts.prefix_cache_hit_rate_min, alerts.hatch_escalations_per_hour) == (
         30, 2.0, 0.1, 0.3, 20)
     assert alerts.throughput_min_ratio is None  # recorded, never refused, unless the stack says
-    ratio = parse(changed(fleet_raw(), (*ALERTS, "throughputMinRatio"), 0.8)).vllm_fleet.alerts
+    ratio = parse_stack(changed(fleet_raw(), (*ALERTS, "throughputMinRatio"), 0.8)).vllm_fleet.alerts
     assert ratio.throughput_min_ratio == 0.8
 
 
 def test_prometheus_defaults_to_none_and_each_mode_keeps_only_its_own_settings():
-    assert parse(fleet_raw()).vllm_fleet.prometheus == Prometheus(mode="none",
+    assert parse_stack(fleet_raw()).vllm_fleet.prometheus == Prometheus(mode="none",
                                                                    scrape_interval_seconds=30)
-    bundled = parse(changed(fleet_raw(), (*ALERTS, "prometheus"), {
+    bundled = parse_stack(changed(fleet_raw(), (*ALERTS, "prometheus"), {
         "mode": "bundled", "image": "prom/prometheus:v2.53.0", "port": 9191,
         "scrapeIntervalSeconds": 5})).vllm_fleet.prometheus
     assert bundled == Prometheus(mode="bundled", scrape_interval_seconds=5,
                                  image="prom/prometheus:v2.53.0", port=9191, retention="15d")
-    operator = parse(prod_raw()).vllm_fleet.prometheus
+    operator = parse_stack(prod_raw()).vllm_fleet.prometheus
     assert operator == Prometheus(mode="operator", scrape_interval_seconds=30,
                                   selector_labels={"release": "kube-prometheus-stack"})
 
 
 def test_the_parsers_alias_is_taken_on_an_engine_that_gives_it_and_rendered():
-    fleet = parse(fleet_raw(toolCallParser="qwen3_xml")).vllm_fleet
+    fleet = parse_stack(fleet_raw(toolCallParser="qwen3_xml")).vllm_fleet
     assert fleet.vllm.tool_call_parser == "qwen3_xml"
     argv = vllm_command_line(fleet.vllm)
     assert argv[argv.index("--tool-call-parser") + 1] == "qwen3_xml"
 
 
 def test_a_canary_serves_its_own_pair_with_the_fleets_other_settings():
-    fleet = parse(fleet_raw(canary={**CANARY_PAIR, "replicas": 1,
+    fleet = parse_stack(fleet_raw(canary={**CANARY_PAIR, "replicas": 1,
                                     "digest": "sha256:" + "a" * 64})).vllm_fleet
     assert fleet.canary.replicas == 1
     assert fleet.image_ref(fleet.canary.pair) == "vllm/vllm-openai:v0.25.0@sha256:" + "a" * 64
@@ -271,7 +271,7 @@ def test_a_canary_serves_its_own_pair_with_the_fleets_other_settings():
 
 
 def test_a_rollback_to_the_previous_pair_needs_no_record():
-    fleet = parse(fleet_raw(stable=STABLE_PAIR, previous=STABLE_PAIR)).vllm_fleet
+    fleet = parse_stack(fleet_raw(stable=STABLE_PAIR, previous=STABLE_PAIR)).vllm_fleet
     assert fleet.stable == fleet.previous
 
 
@@ -288,10 +288,10 @@ def host_gateway_raw(**seats: Any) -> dict[str, Any]:
 
 
 def test_a_gateway_host_on_loopback_is_no_way_out_and_seats_need_its_https_listener():
-    assert parse(host_gateway_raw()).vllm_fleet.agent_sandbox.gateway is None
+    assert parse_stack(host_gateway_raw()).vllm_fleet.agent_sandbox.gateway is None
     # Plain HTTP only on loopback: seats cannot use a gateway host without its TLS listener.
     with pytest.raises(ConfigError) as error:
-        parse(host_gateway_raw(**{"ana-codex": {"developer": "ana", "harness": "codex"}}))
+        parse_stack(host_gateway_raw(**{"ana-codex": {"developer": "ana", "harness": "codex"}}))
     assert problem_line(error.value, "gateway.listen.tls").endswith(
         "got nothing; allowed: the gateway host's TLS listener, required with agent seats: a seat"
         " reaches the gateway by name over TLS (gateway.listen.tls.name, .address, .port,"
@@ -308,7 +308,7 @@ def with_listener(raw: dict[str, Any], **listener: Any) -> dict[str, Any]:
 
 def test_seats_reach_a_gateway_host_only_at_its_https_listeners_address_and_port():
     raw = with_listener(host_gateway_raw(**{"ana-codex": {"developer": "ana", "harness": "codex"}}))
-    config = parse(raw)
+    config = parse_stack(raw)
     assert config.vllm_fleet.agent_sandbox.gateway == EgressTarget("gateway", "10.20.0.10/32", (4443,))
     trust = GatewayTrust.of(config.gateway)
     assert (trust.name, trust.address) == ("gateway.spear.internal", "10.20.0.10")
@@ -319,14 +319,14 @@ def test_the_https_listener_is_never_on_loopback_and_its_certificate_must_name_i
     raw = with_listener(host_gateway_raw(), address="127.0.0.1")
     raw["gateway"]["listen"]["tls"]["name"] = "other.spear.internal"
     with pytest.raises(ConfigError) as error:
-        parse(raw)
+        parse_stack(raw)
     assert problem_line(error.value, "gateway.listen.tls.address").endswith(
         "got '127.0.0.1'; allowed: an IP address of the gateway host other than loopback, which"
         " the seats' pods and developers reach (loopback is gateway.listen.host)")
     raw = with_listener(host_gateway_raw())
     raw["gateway"]["listen"]["tls"]["name"] = "other.spear.internal"
     with pytest.raises(ConfigError) as error:
-        parse(raw)
+        parse_stack(raw)
     assert "a certificate whose subject alternative names hold other.spear.internal" \
         " (gateway.listen.tls.name)" in problem_line(error.value, "gatewayTlsCertificate")
 
@@ -337,18 +337,18 @@ def test_all_fleet_problems_are_reported_at_once_one_per_line():
     raw = changed(raw, (*SANDBOX, "mirrors", "pypi", "cidr"), "pypi")
     raw = changed(raw, ("vllmApiKey",), DELETE)
     with pytest.raises(ConfigError) as error:
-        parse(raw)
+        parse_stack(raw)
     assert [problem.key for problem in error.value.problems] == [
         "spear-fleet:vllmApiKey", "spear-fleet:vllmFleet.stable.tag",
         "spear-fleet:vllmFleet.replicas", "spear-fleet:vllmFleet.agentSandbox.mirrors.pypi.cidr"]
 
 
 def test_a_stack_without_a_fleet_has_none_and_needs_no_kubeconfig():
-    assert parse(without_fleet(prod_raw())).vllm_fleet is None
+    assert parse_stack(without_fleet(prod_raw())).vllm_fleet is None
 
 
 def test_prods_fleet_is_the_cookbooks_pair_on_a_cluster_named_by_its_kubeconfig_secret():
-    fleet = parse(prod_raw()).vllm_fleet
+    fleet = parse_stack(prod_raw()).vllm_fleet
     assert fleet.kubeconfig.secret_text == PLACEHOLDER_SECRETS["kubeconfig"]
     assert fleet.stable == ServingPair(tag="v0.24.0", digest=None,
                                        model="Qwen/Qwen3-Coder-Next-FP8", revision=REVISION)
@@ -361,10 +361,10 @@ def test_prods_fleet_is_the_cookbooks_pair_on_a_cluster_named_by_its_kubeconfig_
 
 def test_a_kubeconfig_file_is_expanded_and_a_secret_is_never_shown(monkeypatch):
     monkeypatch.setenv("HOME", "/home/op")
-    fleet = parse(fleet_raw(kubeconfig="~/kube/config", context="kind-spear")).vllm_fleet
+    fleet = parse_stack(fleet_raw(kubeconfig="~/kube/config", context="kind-spear")).vllm_fleet
     assert fleet.kubeconfig == Kubeconfig(None, "/home/op/kube/config", "kind-spear")
     secret = changed(fleet_raw(kubeconfig="secret"), ("kubeconfig",), KUBECONFIG)
-    assert "clusters" not in repr(parse(secret))
+    assert "clusters" not in repr(parse_stack(secret))
 
 
 def test_the_kubeconfig_in_plain_text_is_refused(mocks):
@@ -396,7 +396,7 @@ def test_the_local_stacks_fleet_points_at_the_local_clusters_kubeconfig(monkeypa
     from tests.support.stack_files import stack_raw, with_placeholder_keys
 
     monkeypatch.delenv("SPEAR_CACHE", raising=False)  # the stack names the default cache
-    fleet = parse(with_placeholder_keys(stack_raw("local"))).vllm_fleet
+    fleet = parse_stack(with_placeholder_keys(stack_raw("local"))).vllm_fleet
     assert fleet.kubeconfig.path == str(state_dir(LOCAL_CLUSTER) / "kubeconfig")
     assert fleet.model_cache.host_path
 
@@ -407,10 +407,10 @@ def test_a_gateway_routing_to_the_fleet_needs_its_service_ips_known_at_preview(m
 
     monkeypatch.delenv("SPEAR_CACHE", raising=False)
     raw = with_placeholder_keys(stack_raw("local"))
-    assert parse(raw).gateway.upstreams == ("local", "vllmFleet")
+    assert parse_stack(raw).gateway.upstreams == ("local", "vllmFleet")
     del raw["vllmFleet"]["serviceIPs"]
     with pytest.raises(ConfigError) as refused:
-        parse(raw)
+        parse_stack(raw)
     assert ("spear-fleet:vllmFleet.serviceIPs: got nothing; allowed: each track's Service IP"
             in str(refused.value))
 
@@ -425,7 +425,7 @@ def floor(**facts) -> dict:
 
 
 def test_a_pair_whose_weights_and_kv_cache_fit_the_gpus_passes_the_memory_floor():
-    fleet = parse(fleet_raw(memoryFloor=floor())).vllm_fleet
+    fleet = parse_stack(fleet_raw(memoryFloor=floor())).vllm_fleet
     assert fleet.memory_floor.models["Qwen/Qwen3-Coder-Next-FP8"].precision == "fp8"
 
 
@@ -441,7 +441,7 @@ def test_a_pair_whose_weights_and_kv_cache_fit_the_gpus_passes_the_memory_floor(
 def test_a_precision_context_or_gpu_change_that_cannot_fit_is_refused_before_anything_runs(
         change, said):
     with pytest.raises(ConfigError) as refused:
-        parse(fleet_raw(**change))
+        parse_stack(fleet_raw(**change))
     line = problem_line(refused.value, "vllmFleet.stable")
     assert "Qwen/Qwen3-Coder-Next-FP8 at 262144 tokens on" in line and said in line
     assert "allowed: a pair, precision, maxModelLen, tensorParallelSize or gpuMemoryUtilization" \
@@ -453,6 +453,6 @@ def test_a_canary_of_a_model_without_declared_facts_is_refused():
                                                  "replicas": 1},
                     serviceIPs={"stable": "10.96.0.50", "canary": "10.96.0.51"})
     with pytest.raises(ConfigError) as refused:
-        parse(raw)
+        parse_stack(raw)
     assert "no facts for Qwen/Other-FP8 (the canary pair's model)" in problem_line(
         refused.value, "vllmFleet.memoryFloor.models")

@@ -5,7 +5,7 @@ import pytest
 
 from components.gateway.keys import GatewayKeyProvider, key_metadata
 from config.checker import ConfigError
-from config.schema import parse
+from config.load import parse_stack
 from tests.support.config_cases import (DELETE, GATEWAY_SECRETS, allowed_for, changed,
                                         gateway_raw)
 
@@ -14,13 +14,13 @@ ANA, BOB = ("developers", "ana"), ("developers", "bob")
 
 def test_a_developer_is_general_and_interactive_unless_the_stack_says_otherwise():
     raw = changed(changed(gateway_raw(), (*ANA, "ring"), DELETE), (*BOB, "priority"), DELETE)
-    developers = parse(raw).developers
+    developers = parse_stack(raw).developers
     assert (developers["ana"].ring, developers["ana"].priority) == ("general", "interactive")
     assert (developers["bob"].ring, developers["bob"].priority) == ("general", "interactive")
 
 
 def test_the_prod_example_declares_a_pilot_and_a_background_developer():
-    developers = parse(gateway_raw()).developers
+    developers = parse_stack(gateway_raw()).developers
     assert (developers["ana"].ring, developers["bob"].priority) == ("pilot", "background")
 
 
@@ -48,21 +48,21 @@ def test_every_bad_ring_and_priority_is_reported_at_once():
     raw = changed(raw, (*BOB, "priority"), "low")
     raw = changed(raw, (*BOB, "ring"), "all")
     with pytest.raises(ConfigError) as error:
-        parse(raw)
+        parse_stack(raw)
     assert [p.key for p in error.value.problems] == [
         "spear-fleet:developers.ana.ring", "spear-fleet:developers.bob.ring",
         "spear-fleet:developers.bob.priority"]
 
 
 def test_the_keys_metadata_carries_who_it_is_and_what_the_gateway_stamps():
-    developers = parse(gateway_raw()).developers
+    developers = parse_stack(gateway_raw()).developers
     assert key_metadata(developers["ana"]) == {
         "developer": "ana", "team": "platform", "ring": "pilot", "priority": "interactive"}
     assert key_metadata(developers["bob"])["priority"] == "background"
 
 
 def test_a_change_of_ring_or_priority_updates_the_key_in_place():
-    ana = parse(gateway_raw()).developers["ana"]
+    ana = parse_stack(gateway_raw()).developers["ana"]
     olds = {"key_alias": "ana", "database": "d", "metadata": key_metadata(ana)}
     for field, value in (("ring", "general"), ("priority", "background")):
         news = {**olds, "metadata": {**olds["metadata"], field: value}}

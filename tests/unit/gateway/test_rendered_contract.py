@@ -5,7 +5,7 @@ import pytest
 import yaml
 
 from components.gateway.render import Route, render_config
-from config.schema import parse
+from config.load import parse_stack
 from spear.rules import CODER_MODEL
 from spear_gateway.settings import Settings
 from spear_gateway.tenancy import model_info, ring_deployments, stamp
@@ -20,7 +20,7 @@ ROUTES = [Route("vllm-stable", FLEET, "qwen3-coder-next", True, track="stable", 
 
 @pytest.fixture(scope="module")
 def config():
-    return yaml.safe_load(render_config(parse(gateway_raw()).gateway, ROUTES, "developer"))
+    return yaml.safe_load(render_config(parse_stack(gateway_raw()).gateway, ROUTES, "developer"))
 
 
 def coder(config):
