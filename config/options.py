@@ -1,22 +1,29 @@
 """Each stack key declared once: an `Opt` is its kind (what a value must be), default and
-one-line doc. From the declarations come the reading (`Kind.read`: the normal form, or a
-Problem naming the key, what was given and what is allowed), the key lists, the JSON Schema of
-the stack files (`stack_schema`) and the keys the prod stack must document (`paths`).
+one-line doc, most of them on the field of the typed value that holds the key (`opt`, in
+config/types.py). From the declarations come the reading (`Kind.read`: the normal form, or a
+Problem naming the key, what was given and what is allowed), the typed values (`Typed`,
+`build`), the key lists, the JSON Schema of the stack files (`stack_schema`) and the keys the
+prod stack must document (`paths`).
 
-A section reads its object with `OBJ.read(check, key, value)`: a dict of checked values by
-stack key, defaults filled in. What spans keys (one key allowed only with another, a name
-that must be declared elsewhere) stays in the section's code, over the checked values.
+A section reads its object with `declared(cls, ...).read(check, key, value)`: a dict of checked
+values by stack key, defaults filled in, which `build` turns into `cls`. What spans keys (one key
+allowed only with another, a name that must be declared elsewhere) stays in the section's code.
 """
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
-from config.checker import (MISSING, NAME, NAME_TEXT, NAMESPACE, Checker, from_text,
-                            relative_subdir, show)
+from config.checker import (HOSTNAME, LOCATION_TEXT, MISSING, NAME, NAME_TEXT, NAMESPACE, USER,
+                            Checker, absolute_dir, expand_location, from_text, relative_subdir,
+                            show)
+from spear.rules import (COMMIT_TEXT, HOST_KEY_TEXT, SHA256_TEXT, host_key_normal, is_commit,
+                         is_sha256)
 
 INVALID: Any = object()  # what `Kind.normal` returns for a value it refuses
 
@@ -45,7 +52,7 @@ class Opt:
                 return None
             # An object left out is read as empty, so its own defaults are filled in.
             return self.kind.read(check, key, {}) if isinstance(self.kind, Obj) \
-                and self.default == {} else self.default
+                and self.default == {} else copy.deepcopy(self.default)
         return self.kind.read(check, key, value)
 
     def schema(self) -> dict:
@@ -53,6 +60,64 @@ class Opt:
         if self.default not in (REQUIRED, None, {}):
             schema["default"] = self.default
         return schema
+
+
+T = TypeVar("T")
+_OPT, _KEY = "spear-fleet option", "spear-fleet key"
+
+
+def opt(kind: Kind, doc: str, default: Any = REQUIRED, why: str = "required",
+        key: str | None = None) -> Any:
+    """A typed value's field declared as a stack key (`key`, or the field's name in camelCase):
+    the dataclass is the declaration, `declared` reads it and `build` fills it."""
+    option = Opt(kind, doc, default, why)
+    if default is REQUIRED:
+        return dataclasses.field(metadata={_OPT: option, _KEY: key})
+    if isinstance(default, (dict, list)):
+        return dataclasses.field(default_factory=lambda: copy.deepcopy(default),
+                                 metadata={_OPT: option, _KEY: key})
+    return dataclasses.field(default=default, metadata={_OPT: option, _KEY: key})
+
+
+def stack_key(key: str) -> Any:
+    """A typed value's field that its section derives from the stack key `key`, which the section
+    declares (`declared(..., key=Opt(...))` puts it at this field's place)."""
+    return dataclasses.field(metadata={_KEY: key})
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part.capitalize() for part in rest)
+
+
+def _keyed(cls: type) -> list[tuple[str, str, Opt]]:
+    """(field name, stack key, declaration) of each declared field of `cls`."""
+    return [(f.name, f.metadata[_KEY] or _camel(f.name), f.metadata[_OPT])
+            for f in dataclasses.fields(cls) if _OPT in f.metadata]
+
+
+def declared(cls: type, **also: Opt) -> Obj:
+    """The stack object `cls` declares, its fields' keys in their order; `also`: keys its section
+    declares beside them (a reference or a login, typed as something else), each at its field's
+    place when it has one."""
+    fields = {}
+    for f in dataclasses.fields(cls):
+        key = f.metadata.get(_KEY) or _camel(f.name)
+        if key in also or _OPT in f.metadata:
+            fields[key] = also.get(key) or f.metadata[_OPT]
+    order = list(fields)
+    # A key with no field of its own goes right after the one `also` names before it.
+    for before, key in zip([None, *also], also):
+        if key not in fields:
+            order.insert(order.index(before) + 1 if before in order else len(order), key)
+    return Obj({key: fields.get(key) or also[key] for key in order})
+
+
+def build(cls: type[T], values: Mapping[str, Any], **derived: Any) -> T:
+    """`cls` from what `declared(cls)` read (a key it was not given keeps its field's default),
+    and the fields its section derives."""
+    return cls(**{name: values[key] for name, key, _ in _keyed(cls)
+                  if key in values and name not in derived}, **derived)
 
 
 class Kind:
@@ -221,6 +286,23 @@ class ListOf(Kind):
 
 
 @dataclass(frozen=True)
+class OrNone(Kind):
+    """`kind`, or the word `none` (None)."""
+    kind: Kind
+    word: str = "none"
+
+    @property
+    def allowed(self) -> str:
+        return self.kind.allowed
+
+    def read(self, check: Checker, key: str, value: Any) -> Any:
+        return None if value in (self.word, None) else self.kind.read(check, key, value)
+
+    def schema(self) -> dict:
+        return {"anyOf": [self.kind.schema(), {"const": self.word}]}
+
+
+@dataclass(frozen=True)
 class Labels(Kind):
     """A map of names to one-line strings (labels, a key's metadata)."""
     allowed: str = "a map of names to one-line strings"
@@ -335,6 +417,32 @@ class Obj(Kind):
 
 
 @dataclass(frozen=True)
+class Typed(Kind):
+    """An object whose every key is a declared field of `cls`: read, it is a `cls`."""
+    cls: type
+
+    @property
+    def obj(self) -> Obj:
+        return declared(self.cls)
+
+    @property
+    def allowed(self) -> str:
+        return self.obj.allowed
+
+    def read(self, check: Checker, key: str, value: Any) -> Any:
+        start = len(check.problems)
+        values = self.obj.read(check, key, value)
+        return build(self.cls, values) if values is not None \
+            and len(check.problems) == start else None
+
+    def schema(self) -> dict:
+        return self.obj.schema()
+
+    def files(self, value: Any) -> Iterator[tuple[str, bool]]:
+        return self.obj.files(value)
+
+
+@dataclass(frozen=True)
 class Named(Kind):
     """A map from names (NAME) to objects, e.g. inferenceHosts: {reds: {...}}."""
     item: Kind
@@ -379,23 +487,23 @@ class Named(Kind):
 @dataclass(frozen=True)
 class Either(Kind):
     """One of several objects, told apart by which of their first keys the value has."""
-    choices: Mapping[str, Obj]  # the key that marks it -> the object
+    choices: Mapping[str, Kind]  # the key that marks it -> the object (an Obj or Typed)
     allowed: str
 
-    def read(self, check: Checker, key: str, value: Any) -> tuple[str, dict | None] | None:
-        """(the marking key, the object read), or None when no one alternative is marked."""
+    def read(self, check: Checker, key: str, value: Any) -> Any:
+        """The marked alternative, read; None when no one alternative is marked."""
         marks = [mark for mark in self.choices if isinstance(value, Mapping) and mark in value]
         if len(marks) != 1:
             check.fail(key, value, self.allowed + (" (required)" if value is MISSING else ""))
             return None
-        return marks[0], self.choices[marks[0]].read(check, key, value)
+        return self.choices[marks[0]].read(check, key, value)
 
     def schema(self) -> dict:
-        return {"oneOf": [obj.schema() for obj in self.choices.values()]}
+        return {"oneOf": [kind.schema() for kind in self.choices.values()]}
 
     def files(self, value: Any) -> Iterator[tuple[str, bool]]:
-        for obj in self.choices.values():
-            yield from obj.files(value)
+        for kind in self.choices.values():
+            yield from kind.files(value)
 
 
 @dataclass(frozen=True)
@@ -475,6 +583,29 @@ class ProjectFile(Kind):
 
 
 # --------------------------------------------------------------------------------------------
+# Kinds of value more than one section declares
+
+RUNTIME_DIR = Text(absolute_dir, "an absolute path other than / (letters, digits, '._+-/')")
+HOST_KEY = Text(host_key_normal, HOST_KEY_TEXT)
+HOSTNAME_KIND = pattern(HOSTNAME, "a host name, ~/.ssh/config alias or IP address")
+USER_KIND = pattern(USER, "a user name")
+# Checked with sshPrivateKeys.<name>: exactly one of the two (config/schema/common.py).
+KEY_PATH = Raw({"type": "string"})
+# A port backend's name: one of the `backends` table's (config/schema/common.py::port_backend).
+BACKEND = Raw({"type": "string"})
+SHA256 = Text(lambda v: v.lower() if is_sha256(v) else None, SHA256_TEXT)  # as sha256sum prints
+COMMIT = Text(lambda v: v if is_commit(v) else None, COMMIT_TEXT, "^[0-9a-f]{40}$")
+LOCATION = Text(expand_location, LOCATION_TEXT)
+# A model repository's revision: its full commit id, never a branch (seed 001 step 2).
+REVISION = Text(COMMIT.valid, COMMIT_TEXT.replace("a commit id", "the model repository's commit"
+                                                   " id"), "^[0-9a-f]{40}$")
+HF_REPO = pattern(re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*"),
+                  "a Hugging Face repository id (<owner>/<name>)")
+SERVED_NAME = pattern(re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}"),
+                      "a model name (letters, digits, '.', '_', '-'; at most 64)")
+
+
+# --------------------------------------------------------------------------------------------
 # What the declarations give beyond reading
 
 
@@ -499,6 +630,8 @@ def paths(kind: Kind, prefix: tuple[str, ...] = ()) -> Iterator[tuple[str, ...]]
         yield from paths(kind.item, prefix)
     elif isinstance(kind, Later):
         yield from paths(kind.kind, prefix)
+    elif isinstance(kind, Typed):
+        yield from paths(kind.obj, prefix)
     elif isinstance(kind, AnyOf):
         for choice in kind.choices:
             yield from paths(choice, prefix)
@@ -506,7 +639,7 @@ def paths(kind: Kind, prefix: tuple[str, ...] = ()) -> Iterator[tuple[str, ...]]
 
 def is_object(kind: Kind) -> bool:
     """Whether the value is an object (Pulumi's config holds it as JSON)."""
-    return not isinstance(kind, Secret) and (isinstance(kind, (Either, Tagged))
+    return not isinstance(kind, Secret) and (isinstance(kind, (Either, Tagged, Typed))
                                              or kind.schema().get("type") == "object")
 
 

@@ -1,4 +1,7 @@
-"""The typed stack configuration: frozen dataclasses that `config.schema.parse` returns.
+"""The typed stack configuration: frozen dataclasses that `config.schema.parse` returns, each
+field that is a stack key declared where it is typed (config/options.py::opt: its kind, one-line
+doc and default); what a section derives (a name, a login key, a reference resolved) is a plain
+field.
 
 Plain values only: secrets arrive as their text here and become Pulumi secrets in
 `config.load`, the one module that imports Pulumi. A type of more than three fields is built
@@ -8,14 +11,29 @@ with keywords only (kw_only), so a field added or moved cannot shift values into
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
+import re
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from config.checker import (API_URL_TEXT, Checker, DNS_LABEL, DNS_LABEL_TEXT, FILE_NAME, FILE_NAME_TEXT,
+                            absolute_dir, api_url, ip_address, relative_subdir)
+from config.options import PORT as PORT_KIND
+from config.options import (BOOL, COMMIT, HF_REPO, HOST_KEY, REVISION, RUNTIME_DIR, SERVED_NAME, HOSTNAME_KIND, LOCATION, SHA256, USER_KIND,
+                            USD, NAME_KIND, Choice, Either, Int, Kind, Labels, ListOf, Named,
+                            Number, Obj, Opt, OrNone, Raw, Text, Typed, opt, pattern,
+                            stack_key)
+from spear.harness import HARNESSES
+from spear.seats import IMAGE_DIGEST_TEXT, image_digest_problem
 from spear.rollout_gate import Policy as GatePolicy
 from spear.rollout_gate import Record as GateRecord
 from spear.rollout_gate import Refused as RefusedRecord
-from spear.rules import DEFAULT_PRIORITY_CLASS, GENERAL_RING, is_loopback
-from spear.vllm import GPU_MEMORY_UTILIZATION, TOOL_CALL_PARSER
+from spear.rules import (BACKUP_DUMP, BACKUP_DUMP_TEXT, BUDGET_DURATION, BUDGET_DURATION_TEXT,
+                         DEFAULT_PRIORITY_CLASS, EGRESS_NETWORK_TEXT, GENERAL_RING, IMAGE, IMAGE_DIGEST,
+                         IMAGE_TAG, PRIORITY_CLASSES, RINGS, egress_network_problem,
+                         image_pin_problem, is_loopback)
+from spear.vllm import BYTES_PER_PARAMETER, GPU_MEMORY_UTILIZATION, TOOL_CALL_PARSER
 
 # cmake flags that are a property of the build profile. GGML_NATIVE is off so a build does not
 # depend on the CPU it was compiled on; the prebuilt web UI is off because fetching it needs
@@ -72,13 +90,15 @@ class KeyFile:
 
 @dataclass(frozen=True, kw_only=True)
 class SshTarget:
-    host: str
-    port: int
-    user: str
-    key: InlineKey | KeyFile
+    host: str = opt(HOSTNAME_KIND, "where spear-fleet logs in")
+    port: int = opt(PORT_KIND, "its sshd's port", default=22)
+    user: str = opt(USER_KIND, "who logs in", default="root")
+    # ssh.privateKeyPath or sshPrivateKeys.<name> (config/schema/common.py)
+    key: InlineKey | KeyFile = stack_key("privateKeyPath")
     # The host key it must present (`<type> <base64>`); None: recorded at first contact, or
     # known_hosts' (components/hostops/known_hosts.py).
-    host_key: str | None = None
+    host_key: str | None = opt(HOST_KEY, "the host key it must present (else recorded at first"
+                               " contact)", default=None)
 
     @property
     def is_loopback(self) -> bool:
@@ -92,22 +112,31 @@ class SshTarget:
 
 @dataclass(frozen=True)
 class GitSource:
-    url: str
-    commit: str  # 40 lowercase hex
+    url: str = opt(pattern(re.compile(r"[^\s-]\S*"), "a git URL or path"),
+                   "llama.cpp's repository (no whitespace, not an option to git)", key="git")
+    commit: str = opt(COMMIT, "the commit built")
 
 
 @dataclass(frozen=True)
 class ArchiveSource:
-    archive: str  # absolute local path (`~` expanded) or http(s) URL
-    sha256: str  # 64 lowercase hex
-    subdir: str  # relative path of the llama.cpp tree inside the archive, "." for its root
+    archive: str = opt(LOCATION, "a source archive: a local path (~ expanded) or http(s) URL")
+    sha256: str = opt(SHA256, "the archive's digest")
+    subdir: str = opt(Text(relative_subdir, "a relative path inside the archive, without '..'"),
+                      "the llama.cpp tree inside it, . for its root", default=".")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class LlamaCpp:
-    source: GitSource | ArchiveSource
-    profile: str  # a key of PROFILE_CMAKE_FLAGS
-    extra_cmake_flags: tuple[str, ...]
+    source: GitSource | ArchiveSource = opt(
+        Either({"git": Typed(GitSource), "archive": Typed(ArchiveSource)},
+               "either {git, commit} or {archive, sha256, subdir}"),
+        "where llama.cpp's source comes from")
+    profile: str = opt(Choice(tuple(PROFILE_CMAKE_FLAGS)), "the build profile")
+    extra_cmake_flags: tuple[str, ...] = opt(
+        ListOf(pattern(re.compile(r"-D[A-Za-z_][A-Za-z0-9_]*(:[A-Z]+)?=\S*"),
+                       "a -DNAME=value (or -DNAME:TYPE=value) string"),
+               "a list of -DNAME=value strings"), "cmake flags after the profile's (a later -D"
+        " wins)", default=())
 
     @property
     def cmake_flags(self) -> tuple[str, ...]:
@@ -117,41 +146,56 @@ class LlamaCpp:
 
 @dataclass(frozen=True, kw_only=True)
 class Shard:
-    name: str  # file name under <runtime>/models/gguf/
-    size: int  # bytes
-    sha256: str  # 64 lowercase hex
-    source: str | None  # absolute local path (`~` expanded) or http(s) URL; None: already there
+    name: str = opt(pattern(FILE_NAME, FILE_NAME_TEXT), "its file name under"
+                    " <runtime>/models/gguf/")
+    size: int = opt(Int(1), "its size in bytes", why="required: the file size in bytes")
+    sha256: str = opt(SHA256, "its digest")
+    source: str | None = opt(LOCATION, "where it is fetched from; left out: already on the host",
+                             default=None)
 
 
 @dataclass(frozen=True, kw_only=True)
 class Model:
-    arch: str  # llama.cpp architecture name, the prefix of its GGUF keys
-    native_ctx: int  # the context length the model was trained at
-    moe: bool
-    shards: tuple[Shard, ...]
-    adapter: str | None  # file name under <runtime>/models/lora/; None: the base model
+    arch: str = opt(pattern(re.compile(r"[a-z0-9_]+"), "a llama.cpp architecture name"
+                            " ([a-z0-9_]+, e.g. qwen3next, llama)"),
+                    "llama.cpp's architecture name, the prefix of its GGUF keys")
+    native_ctx: int = opt(Int(1), "the context length the model was trained at",
+                          why="required: the context length it was trained at")
+    moe: bool = opt(BOOL, "a mixture-of-experts model", default=False)
+    shards: tuple[Shard, ...] = opt(ListOf(Typed(Shard), "a non-empty list of {name, size,"
+                                           " sha256, source?}", non_empty=True),
+                                    "the GGUF files, in order")
+    # A file name under <runtime>/models/lora/; None (or "none" in the stack): the base model.
+    adapter: str | None = opt(OrNone(pattern(FILE_NAME, FILE_NAME_TEXT + " under"
+                                             " <runtime>/models/lora/, or none for the base"
+                                             " model")), "a LoRA adapter, or none", default=None)
 
 
 @dataclass(frozen=True, kw_only=True)
 class Server:
-    ctx_size: int
-    host: str
-    port: int
-    threads: int | None  # None: llama-server's default
-    gpu_layers: int | None  # None: llama-server's default
-    cpu_moe: int | None  # MoE layers kept on the CPU; None: serve.sh's default for MoE models
-    parallel: int
+    ctx_size: int = opt(Int(1), "the context window llama-server allocates",
+                        why="no default: state it in the stack")
+    host: str = opt(Text(ip_address, "an IP address"), "where it listens", default="127.0.0.1")
+    port: int = opt(PORT_KIND, "its port on the host", default=8080)
+    threads: int | None = opt(Int(1), "CPU threads (left out: llama-server's default)",
+                              default=None)
+    gpu_layers: int | None = opt(Int(0), "layers on the GPU (left out: llama-server's default)",
+                                 default=None)
+    # MoE layers kept on the CPU; None: serve.sh's default for MoE models.
+    cpu_moe: int | None = opt(Int(0), "MoE layers kept on the CPU (only with model.moe)",
+                              default=None)
+    parallel: int = opt(Int(1), "requests served at once", default=1)
 
 
 @dataclass(frozen=True, kw_only=True)
 class InferenceHost:
     name: str  # the key in inferenceHosts; names its resources
-    ssh: SshTarget
-    runtime_dir: str  # absolute POSIX path on the host, normalised, no trailing slash
-    backend: Backend  # the client backend that reaches this server (a PORT backend)
-    llama_cpp: LlamaCpp
-    model: Model
-    server: Server
+    ssh: SshTarget  # its stack key declared in config/schema/hosts.py (with the login's key)
+    runtime_dir: str = opt(RUNTIME_DIR, "spear-fleet's folder on the host", default="/opt/spear")
+    backend: Backend  # the client backend that reaches this server (a PORT backend), by name
+    llama_cpp: LlamaCpp = opt(Typed(LlamaCpp), "the llama.cpp build")
+    model: Model = opt(Typed(Model), "the model it serves")
+    server: Server = opt(Typed(Server), "llama-server's settings")
 
 
 # --------------------------------------------------------------------------------------------
@@ -194,39 +238,57 @@ class ApiKey:
 
 @dataclass(frozen=True, kw_only=True)
 class Vllm:
-    """What `vllm serve` is told (spear/vllm.py renders the command line from it)."""
-    model: str  # Hugging Face repository id, e.g. Qwen/Qwen3-Coder-Next-FP8
-    revision: str  # the model repository's commit: 40 lowercase hex
-    served_model_name: str
-    tensor_parallel_size: int
-    max_model_len: int
-    port: int
+    """What `vllm serve` is told (spear/vllm.py renders the command line from it); declared as
+    a pod's `vllm` (the fleet's take the same keys at its top level)."""
+    model: str = opt(HF_REPO, "the Hugging Face repository served")
+    revision: str = opt(REVISION, "its commit (never a branch)")
+    served_model_name: str = opt(SERVED_NAME, "the name vLLM serves it under")
+    tensor_parallel_size: int = opt(Int(1), "GPUs the model is split over", default=1)
+    max_model_len: int = opt(Int(1), "the context window", why="no default: state it in the stack")
+    port: int = opt(PORT_KIND, "vLLM's port", default=8000)
     gpu_memory_utilization: str = GPU_MEMORY_UTILIZATION  # as vLLM is given it, e.g. "0.90"
     scheduling_priority: bool = False  # --scheduling-policy priority (the gateway stamps priorities)
     tool_call_parser: str = TOOL_CALL_PARSER  # a name spear/vllm.py's table gives the engine
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class PodSsh:
     """How spear-fleet logs in to the pod; the address is RunPod's to give (read from its API)."""
-    user: str
-    key: InlineKey | KeyFile
+    user: str = opt(USER_KIND, "who logs in", default="root")
+    key: InlineKey | KeyFile = stack_key("privateKeyPath")  # or sshPrivateKeys.<name>
+
+
+_POD_PORT = re.compile(r"(?P<port>[0-9]{1,5})/(tcp|http)")
+POD_PORTS_TEXT = ("a list of '<port>/tcp' or '<port>/http' (port 1-65535), each once, with"
+                  " 22/tcp")
+GPU_TYPES_TEXT = "a non-empty list of RunPod GPU type ids (e.g. NVIDIA H100 80GB HBM3), each once"
 
 
 @dataclass(frozen=True, kw_only=True)
 class RunPodPod:
     name: str  # the key in runpod.pods; names its resources
     api_url: str  # RunPod's REST API v1, without a trailing slash
-    gpu_type_ids: tuple[str, ...]
-    gpu_count: int
-    image_name: str
-    container_disk_in_gb: int
-    volume_in_gb: int
-    cloud_type: str  # one of CLOUD_TYPES
-    ports: tuple[str, ...]  # "<port>/<tcp|http>", always with 22/tcp
-    backend: Backend  # the client backend that reaches vLLM through the SSH tunnel
+    gpu_type_ids: tuple[str, ...] = opt(
+        ListOf(pattern(re.compile(r"[A-Za-z0-9][A-Za-z0-9 ._-]*"), "a RunPod GPU type id"),
+               GPU_TYPES_TEXT, non_empty=True), "the GPU types RunPod may place the pod on")
+    gpu_count: int = opt(Int(1), "GPUs per pod", default=1)
+    image_name: str = opt(Text(lambda v: None if image_pin_problem(v) else v,
+                               "an image with a version tag or an @sha256 digest (not :latest,"
+                               " and not untagged: the engine version is part of the pin, seed"
+                               " 001 'Maintenance')"), "vLLM's image, pinned")
+    container_disk_in_gb: int = opt(Int(1), "the container disk",
+                                    why="required: the image and vLLM need room")
+    volume_in_gb: int = opt(Int(0), "the volume the weights are kept on",
+                            why="required: the weights are kept on the volume")
+    cloud_type: str = opt(Choice(CLOUD_TYPES), "RunPod's cloud", default="SECURE")
+    # Always with 22/tcp: spear-fleet logs in through it.
+    ports: tuple[str, ...] = opt(
+        ListOf(Text(lambda v: v if (m := _POD_PORT.fullmatch(v)) and 1 <= int(m["port"]) <= 65535
+                    else None, "'<port>/tcp' or '<port>/http', port 1-65535"), POD_PORTS_TEXT),
+        "the pod's exposed ports", default=("22/tcp",))
+    backend: Backend  # the client backend that reaches vLLM through the SSH tunnel, by name
     ssh: PodSsh
-    vllm: Vllm
+    vllm: Vllm = opt(Typed(Vllm), "what `vllm serve` is told")
 
 
 # --------------------------------------------------------------------------------------------
@@ -239,22 +301,29 @@ class RedsSsh:
     """How spear-fleet logs in to a REDS host. What the stack leaves out comes from the host's
     entry in ~/.ssh/config when the connection is made (an alias is preferred: it already holds
     the user, key and auth quirks), and otherwise port 22 and user root."""
-    host: str  # host name, IP address or ~/.ssh/config alias
-    port: int | None
-    user: str | None
-    key: InlineKey | KeyFile | None  # None: the alias's IdentityFile
-    host_key: str | None = None  # as SshTarget.host_key
+    host: str = opt(HOSTNAME_KIND, "the REDS host (an ~/.ssh/config alias is preferred)")
+    port: int | None = opt(PORT_KIND, "its sshd's port (left out: ~/.ssh/config's Port, else 22)",
+                           default=None)
+    user: str | None = opt(USER_KIND, "who logs in (left out: ~/.ssh/config's, else root)",
+                           default=None)
+    # Its privateKeyPath or sshPrivateKeys.<name>; None: the alias's IdentityFile.
+    key: InlineKey | KeyFile | None = stack_key("privateKeyPath")
+    host_key: str | None = opt(HOST_KEY, "the host key it must present", default=None)
 
 
 @dataclass(frozen=True, kw_only=True)
 class RedsEndpoint:
     name: str  # the key in redsEndpoints; names its resources
+    inference_host: str | None  # a name in inferenceHosts when this stack manages the server
     ssh: RedsSsh  # the stack's `ssh`, or the managed inference host's own login
     address: str  # where the server listens on the host
     port: int  # the server's port on the host (SPEAR_SERVER_PORT there)
-    model_id: str | None  # the id it must advertise; None: the first one /v1/models lists
+    # An id as /v1/models lists it (a name, a Hugging Face id, a model path): one printable word.
+    model_id: str | None = opt(pattern(re.compile(r"[!-~]{1,256}"), "a model id as /v1/models"
+                                       " lists it (printable characters, no spaces; at most"
+                                       " 256)"), "the id it must advertise (left out: the first"
+                               " /v1/models lists)", default=None)
     backend: Backend  # the client backend whose SSH tunnel reaches it (a PORT backend)
-    inference_host: str | None  # a name in inferenceHosts when this stack manages the server
 
     @property
     def server(self) -> str:
@@ -293,32 +362,51 @@ class PackageSource:
     wheelhouse: str | None  # absolute path on the gateway host
 
 
+# A systemd calendar expression's characters; the gateway host's systemd checks the rest.
+_CALENDAR = re.compile(r"[A-Za-z0-9*:,./~ -]{1,100}")
+# A cron schedule's five fields (Kubernetes checks the rest).
+_CRON = re.compile(r"(@(hourly|daily|weekly|monthly|yearly))|([0-9*/,-]+( [0-9*/,-]+){4})")
+_KEEP = Int(1, 365)
+
+
 @dataclass(frozen=True)
 class DatabaseBackupPlan:
     """gateway.database.backup: pg_dump of the local database by a timer on the gateway host."""
-    folder: str  # on the gateway host; a mount that outlives the host
-    on_calendar: str  # a systemd calendar expression (checked by the host's systemd)
-    keep: int  # the newest dumps kept
+    folder: str = opt(Text(absolute_dir, "an absolute folder on the gateway host that outlives"
+                           " it (a mounted volume)"), "where the dumps go")
+    on_calendar: str = opt(pattern(_CALENDAR, "a systemd calendar expression, e.g. daily or"
+                                   " *-*-* 03:00:00"), "when", default="daily")
+    keep: int = opt(_KEEP, "the newest dumps kept", default=7)
 
 
 @dataclass(frozen=True, kw_only=True)
 class ClusterBackupPlan:
     """gateway.database.backup with gateway.kubernetes: pg_dump of the external database by a
     CronJob in the gateway's namespace, into a volume that outlives the gateway."""
-    schedule: str  # a cron expression
-    keep: int  # the newest dumps kept
-    host_path: str | None  # a folder on the node (a one-node cluster, the local one)
-    claim: str | None  # or a PersistentVolumeClaim of the namespace that the operator provides
+    schedule: str = opt(pattern(_CRON, "a cron schedule, e.g. \"0 3 * * *\" or @daily"), "when",
+                        default="0 3 * * *")
+    keep: int = opt(_KEEP, "the newest dumps kept", default=7)
+    # One of the two (config/schema/gateway.py).
+    host_path: str | None = opt(Text(absolute_dir, "an absolute folder on the node, writable by"
+                                     " user 1000 (a one-node cluster)"),
+                                "a folder on the node (a one-node cluster, the local one)",
+                                default=None)
+    claim: str | None = opt(pattern(re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?"),
+                                    "a PersistentVolumeClaim's name in the gateway's namespace"),
+                            "or a PersistentVolumeClaim of the namespace that the operator"
+                            " provides", default=None)
 
 
 @dataclass(frozen=True, kw_only=True)
 class GatewayDatabase:
-    location: str  # one of DATABASE_LOCATIONS
-    port: int  # the local cluster's port on the gateway host (unused when external)
-    query_engine: str  # one of QUERY_ENGINES
+    location: str  # one of DATABASE_LOCATIONS; its default is the placement's
+    port: int = opt(PORT_KIND, "the local cluster's port on the gateway host", default=5432)
+    query_engine: str = opt(Choice(QUERY_ENGINES), "Prisma's engine: native (downloaded at first"
+                            " use) or offline (WebAssembly from npm)", default=OFFLINE_ENGINE)
     # On a gateway host (the local database); in the cluster (the external database) a CronJob.
     backup: DatabaseBackupPlan | ClusterBackupPlan | None = None
-    restore_from: str | None = None  # a dump of the backups, loaded into a database made anew
+    restore_from: str | None = opt(pattern(BACKUP_DUMP, BACKUP_DUMP_TEXT), "a dump of the"
+                                   " backups, loaded into a database made anew", default=None)
 
 
 @dataclass(frozen=True)
@@ -332,11 +420,18 @@ class Pricing:
 @dataclass(frozen=True, kw_only=True)
 class Hatch:
     """The frontier escape hatch: `frontier`, used only when the fleet answered 429/5xx."""
-    model: str  # the provider's model id, e.g. claude-sonnet-4-5
-    api_base: str  # the provider's API, without a trailing slash
-    monthly_cap_usd: float  # hard: over it, escalations are refused
-    alert_usd: float  # the spend alert, below the cap
+    model: str = opt(pattern(re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}"), "the frontier"
+                             " provider's model id (e.g. claude-sonnet-4-5)"),
+                     "the provider's model id")
+    api_base: str = opt(Text(api_url, API_URL_TEXT), "the provider's API",
+                        default="https://api.anthropic.com")
+    monthly_cap_usd: float = opt(USD, "hard: over it, escalations are refused")
+    alert_usd: float = opt(USD, "the spend alert, below the cap")
     pricing: Pricing  # what the provider charges: the cap is counted with it
+
+
+MIN_GATEWAY_REPLICAS = 2  # one replica is the single gateway the cluster placement is there to avoid
+NODE_PORTS = (30000, 32767)  # Kubernetes' default --service-node-port-range
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -344,13 +439,23 @@ class GatewayCluster:
     """The gateway as a Deployment in the fleet's cluster instead of on a host (the cookbook: it
     "is stateless apart from Postgres and scales horizontally"): its replicas share one
     external PostgreSQL, and the budgets hold across them (the ledger is in that database)."""
-    namespace: str
-    replicas: int  # at least 2
-    image: str  # pinned; holds LiteLLM at litellm.version, python3, bash and psql
-    venv: str  # the image's LiteLLM virtualenv (bin/litellm, litellm_proxy_extras' migrations)
-    service_ip: str | None  # the gateway Service's fixed cluster IP; None: one is assigned
+    namespace: str = opt(pattern(DNS_LABEL, DNS_LABEL_TEXT), "the gateway's namespace",
+                         default="spear-gateway")
+    replicas: int = opt(Int(MIN_GATEWAY_REPLICAS, 50), "replicas sharing one external PostgreSQL",
+                        default=MIN_GATEWAY_REPLICAS)
+    image: str = opt(Text(lambda v: None if image_pin_problem(v) else v,
+                          "an image that pins LiteLLM: a version tag (not latest) or an @sha256"
+                          " digest, holding litellm.version's LiteLLM, python3, bash and psql"),
+                     "the gateway's image, pinned")
+    # Where localhosts/images/gateway_image puts it (bin/litellm, litellm_proxy_extras' migrations).
+    venv: str = opt(Text(absolute_dir, "the absolute path of the image's LiteLLM virtualenv"),
+                    "the image's LiteLLM virtualenv", default="/opt/litellm/venv")
+    service_ip: str | None = opt(Text(ip_address, "an IP address in the cluster's Service range"),
+                                 "the gateway Service's fixed cluster IP (required with agent"
+                                 " seats)", default=None, key="serviceIP")
     tls: GatewayTls | None = None  # None: plain HTTP (no agent seat may then reach it)
-    node_port: int | None = None  # where developers outside the cluster reach it (with tls)
+    node_port: int | None = opt(Int(*NODE_PORTS), "where developers outside the cluster reach it"
+                                " (with tls)", default=None)
 
 
 @dataclass(frozen=True)
@@ -362,32 +467,41 @@ class GatewayTls:
     root_pem: str  # the bundle's self-signed root (public)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TlsListener:
     """gateway.listen.tls: the gateway host's HTTPS listener beside its loopback HTTP, on an
     address seats and developers reach (never loopback)."""
-    address: str
-    port: int
+    address: str = opt(Text(lambda v: v if ip_address(v) and not is_loopback(v) else None,
+                            "an IP address of the gateway host other than loopback, which the"
+                            " seats' pods and developers reach (loopback is gateway.listen.host)"),
+                       "where HTTPS listens")
+    port: int = opt(PORT_KIND, "its port", default=4443)
     tls: GatewayTls
 
 
 @dataclass(frozen=True, kw_only=True)
 class Gateway:
-    name: str  # names its resources
+    name: str = opt(NAME_KIND, "names its resources (and its sshPrivateKeys entry)",
+                    default="gateway")
     ssh: SshTarget | None  # None: the gateway runs in the cluster (kubernetes)
-    runtime_dir: str
-    host: str  # where the proxy listens on the gateway host
+    kubernetes: GatewayCluster | None = None
+    runtime_dir: str = opt(RUNTIME_DIR, "its folder on the gateway host",
+                           default="/opt/spear-gateway")
+    # From `listen` (config/schema/gateway.py): where the proxy listens on the gateway host, and
+    # its HTTPS beyond loopback.
+    host: str = stack_key("listen")
     port: int
-    litellm_version: str
+    tls_listener: TlsListener | None = None
+    litellm_version: str = stack_key("litellm")  # and the packages it is installed from
     packages: PackageSource
     database: GatewayDatabase
-    upstreams: tuple[str, ...]  # endpoint names `coder` routes to (hosts, pods, REDS endpoints)
+    # From `coder`: the endpoint names it routes to (hosts, pods, REDS endpoints), retries,
+    # timeout (seconds) and price.
+    upstreams: tuple[str, ...] = stack_key("coder")
     num_retries: int
-    request_timeout: int  # seconds
+    request_timeout: int
     pricing: Pricing
     hatch: Hatch
-    kubernetes: GatewayCluster | None = None
-    tls_listener: TlsListener | None = None  # on a gateway host: its HTTPS beyond loopback
 
     @property
     def placement(self) -> str:
@@ -400,25 +514,32 @@ class Gateway:
 # Developers (seed 001 step 5, "Budget hygiene"): one virtual key each, with a budget that resets
 
 
+_LIMIT = Int(1)
+
+
 @dataclass(frozen=True, kw_only=True)
 class Developer:
     name: str  # the key in developers; the key's alias and metadata.developer
-    team: str | None
+    team: str | None = opt(NAME_KIND, "the team the key belongs to (LiteLLM's team)", default=None)
+    # These three are judged by spear/rules.py::developer_key_problems (config/schema/developers).
     models: tuple[str, ...]  # gateway model names the key may use
     max_budget: float  # USD per budget window
     budget_duration: str  # LiteLLM's window: "30d", "1mo", ...
-    tpm_limit: int | None
-    rpm_limit: int | None
-    max_parallel_requests: int | None
-    metadata: dict[str, str]
-    rotation: int  # bump to rotate the key (/key/regenerate); the old one lives the grace period
-    rotation_grace: str  # e.g. "24h"
+    tpm_limit: int | None = opt(_LIMIT, "tokens per minute", default=None)
+    rpm_limit: int | None = opt(_LIMIT, "requests per minute", default=None)
+    max_parallel_requests: int | None = opt(_LIMIT, "requests in flight at once", default=None)
+    metadata: dict[str, str] = opt(Labels(), "the key's metadata (one-line strings)", default={})
+    rotation: int = opt(Int(0), "bump to rotate the key (/key/regenerate); the old one lives the"
+                        " grace period", default=0)
+    rotation_grace: str = opt(pattern(BUDGET_DURATION, BUDGET_DURATION_TEXT),
+                              "how long a rotated-out key still works", default="24h",
+                              key="rotationGracePeriod")
     # What the gateway stamps on the key's requests (its metadata; spear_gateway/tenancy.py):
-    ring: str = GENERAL_RING  # PILOT_RING: served by the fleet's canary while one is up
-    priority: str = DEFAULT_PRIORITY_CLASS  # spear.rules.PRIORITY_CLASSES: interactive 0, background 10
-# The vLLM fleet on Kubernetes (seed 001 steps 2-3, 7-8, "How to run it in production", "How to
-# maintain it"): a stable (image, revision) pair, optionally a canary pair beside it, the
-# previous stable pair kept declared for rollback, and the rollout gate's records.
+    ring: str = opt(Choice(RINGS), "pilot: served by the fleet's canary while one is up",
+                    default=GENERAL_RING)
+    priority: str = opt(Choice(tuple(PRIORITY_CLASSES)), "the vLLM priority the gateway stamps"
+                        " (interactive 0, background 10: agent loops yield to people)",
+                        default=DEFAULT_PRIORITY_CLASS)
 
 AMBIENT = "ambient"  # the kubeconfig of whoever runs pulumi: $KUBECONFIG or ~/.kube/config
 ACCESS_MODES = ("ReadWriteMany", "ReadWriteOnce")
@@ -437,14 +558,30 @@ class Kubeconfig:
         return f"Kubeconfig({where}, context={self.context!r})"
 
 
+DEFAULT_VLLM_IMAGE = "vllm/vllm-openai"
+
+
+def _repository(value: str) -> str | None:
+    match = IMAGE.fullmatch(value)
+    return value if match and not match["tag"] and not match["digest"] else None
+
+
+def _engine_tag(value: str) -> str | None:
+    # The tag pins the engine by itself, digest or not: the tool-parser table reads its version.
+    pinned = IMAGE_TAG.fullmatch(value) and image_pin_problem(f"{DEFAULT_VLLM_IMAGE}:{value}") is None
+    return value if pinned else None
+
+
 @dataclass(frozen=True, kw_only=True)
 class ServingPair:
     """What a rollout moves together: the engine (image tag, optionally its digest) and the
     model revision (seed 001 "How to maintain it": the previous pair stays deployable)."""
-    tag: str  # the image tag: the engine version, e.g. v0.24.0
-    digest: str | None  # "sha256:<64 hex>" or None
-    model: str  # Hugging Face repository id
-    revision: str  # 40 lowercase hex
+    tag: str = opt(Text(_engine_tag, "an image tag naming the engine version, e.g. v0.24.0 (not"
+                        " latest: it moves)"), "the image tag: the engine version")
+    digest: str | None = opt(pattern(IMAGE_DIGEST, "sha256:<64 lowercase hex> (the image's"
+                                     " digest)"), "the image's digest", default=None)
+    model: str = opt(HF_REPO, "the Hugging Face repository served")
+    revision: str = opt(REVISION, "its commit (never a branch)")
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -458,13 +595,43 @@ class Canary:
     replicas: int
 
 
+def _network(value: str) -> str | None:
+    try:
+        return str(ipaddress.ip_network(value, strict=True))
+    except ValueError:
+        return None
+
+
+@dataclass(frozen=True)
+class EgressNetwork(Kind):
+    """An IP network a NetworkPolicy may name (spear/rules.py::egress_network_problem)."""
+    allowed: str
+
+    def read(self, check: Checker, key: str, value: Any) -> str | None:
+        cidr = Text(_network, self.allowed).read(check, key, value)
+        if cidr is not None and egress_network_problem(cidr):
+            check.fail(key, cidr, EGRESS_NETWORK_TEXT)
+            return None
+        return cidr
+
+    def schema(self) -> dict:
+        return {"type": "string"}
+
+
 @dataclass(frozen=True)
 class EgressTarget:
     name: str
-    cidr: str | None  # an IP network, normalised; None for the in-cluster gateway's pods
-    ports: tuple[int, ...]  # TCP
+    # An IP network, normalised; None for the in-cluster gateway's pods.
+    cidr: str | None = opt(EgressNetwork("an IP network, e.g. 10.0.0.5/32 (a NetworkPolicy allows"
+                                         " addresses, not names)"), "the mirror's address")
+    ports: tuple[int, ...] = opt(ListOf(PORT_KIND, "a non-empty list of TCP ports", non_empty=True),
+                                 "its TCP ports")
     # The in-cluster gateway: its namespace and its pods' labels (spear/rules.py::pods_peer).
     pods: tuple[str, tuple[tuple[str, str], ...]] | None = None
+
+
+QUANTITY = re.compile(r"[1-9][0-9]*(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?")
+SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -472,53 +639,125 @@ class Seat:
     """One agent seat (seed 001 step 7): a developer's harness in a sandboxed pod of the agent
     namespace, with that developer's virtual key as its only credential."""
     name: str  # the key in agentSandbox.seats; names its objects (seat-<name>)
-    developer: str  # a developer of the stack: whose key the seat holds
-    harness: str  # one of spear.harness.HARNESSES
-    workspace_size: str  # a Kubernetes quantity: the working copy's emptyDir limit
+    # A developer of the stack: whose key the seat holds (config/schema/vllm_fleet.py).
+    developer: str = opt(Raw({"type": "string"}), "whose virtual key the seat holds (a developer)")
+    harness: str = opt(Choice(HARNESSES), "the coding harness it runs")
+    workspace_size: str = opt(pattern(QUANTITY, "a Kubernetes quantity, e.g. 10Gi (the working"
+                                      " copy's limit)"), "the working copy's emptyDir limit",
+                              default="10Gi")
+
+
+@dataclass(frozen=True)
+class PinnedImage(Kind):
+    """An image pinned by digest (spear/seats.py): the reference, or `{file: <path>}`, a file
+    holding it, which the machine that built and loaded the image wrote (the local stack's:
+    localhosts/images/<builder>.py; a digest differs from one machine's build to the next, so no
+    stack file can hold it). config/load.py reads the file."""
+    builder: str
+
+    allowed = IMAGE_DIGEST_TEXT
+
+    def read(self, check: Checker, key: str, value: Any) -> str | None:
+        if isinstance(value, Mapping):
+            form = _IMAGE_FILE.read(check, key, value)
+            path = form and form["file"]
+            if not path:
+                return None
+            value = check.files.get(path, "not read")
+            if not isinstance(value, bytes):
+                check.report(f"{key}.file", f"{path}: {value}", "a file holding the"
+                             f" image's pinned reference (localhosts/images/{self.builder}.py"
+                             " writes the local stack's: run scripts/up-local)")
+                return None
+            value, key = value.decode().strip(), f"{key}.file ({path})"
+        problem = image_digest_problem(value)
+        if problem:
+            check.fail(key, value, f"{IMAGE_DIGEST_TEXT}: {problem}")
+            return None
+        return value
+
+    def schema(self) -> dict:
+        return {"anyOf": [{"type": "string"}, _IMAGE_FILE.schema()]}
+
+    def files(self, value: Any) -> Iterator[tuple[str, bool]]:
+        if isinstance(value, Mapping) and isinstance(value.get("file"), str) and value["file"]:
+            yield value["file"], False
+
+
+_IMAGE_FILE = Obj({"file": Opt(Text(lambda v: v or None, "the path of a file holding the pinned"
+                                    " reference"), "a file the image's builder wrote")})
+# An API server other than the cluster's `kubernetes` Service, for a pod on the node's network of
+# a cluster whose API server advertises a loopback address (the local one).
+API_SERVER_TEXT = "the API server's https URL, e.g. https://127.0.0.1:6440"
+API_SERVER = Text(lambda v: v if v.startswith("https://") and api_url(v) else None, API_SERVER_TEXT)
 
 
 @dataclass(frozen=True, kw_only=True)
 class AgentSandbox:
-    namespace: str
-    # Taken from `gateway` (config/schema/__init__.py): None without one a pod can reach.
+    namespace: str = opt(pattern(DNS_LABEL, DNS_LABEL_TEXT), "the agent namespace",
+                         default="agents")
+    # Taken from `gateway` (config/schema/across.py): None without one a pod can reach.
     gateway: EgressTarget | None
     mirrors: tuple[EgressTarget, ...]
-    seat_image: str | None = None  # pinned by digest; required with seats
+    seat_image: str | None = opt(PinnedImage("seat_image"), "the harnesses' image, by digest"
+                                 " (required with seats)", default=None)
     seats: dict[str, Seat] = field(default_factory=dict)  # by name; {} when none is declared
     # Whose key each seated harness's dialect check asks with (required with seats).
-    dialect_check_developer: str | None = None
+    dialect_check_developer: str | None = opt(Raw({"type": "string"}), "whose key runs each"
+                                              " seated harness's dialect check (required with"
+                                              " seats)", default=None)
     node_guard: NodeGuard | None = None  # required with seats
     # The RuntimeClass every workload of the namespace runs with (a sandbox runtime: gVisor's);
     # None: the node's default runtime.
-    runtime_class: str | None = None
+    runtime_class: str | None = opt(pattern(SUBDOMAIN, "a RuntimeClass name (a DNS subdomain,"
+                                            " e.g. gvisor)"), "the namespace's RuntimeClass (a"
+                                    " sandbox runtime)", default=None)
 
 
 @dataclass(frozen=True, kw_only=True)
 class NodeGuard:
     """What keeps seats off their node: a DaemonSet filtering their traffic in its nftables."""
-    image: str  # python3 and nft, pinned by digest
-    api_server: str | None  # None: the cluster's `kubernetes` Service
+    image: str = opt(PinnedImage("node_guard_image"), "python3 and nft, by digest")
+    api_server: str | None = opt(API_SERVER, "the API server (left out: the cluster's Service)",
+                                 default=None)
 
 
 @dataclass(frozen=True, kw_only=True)
 class ModelCache:
-    size: str  # a Kubernetes quantity, e.g. 200Gi
-    storage_class: str | None  # None: the cluster's default
-    access_mode: str  # one of ACCESS_MODES
-    host_path: str | None  # a static volume on the node (clusters without a provisioner)
+    size: str = opt(pattern(QUANTITY, "a Kubernetes quantity, e.g. 200Gi (room for the weights)"),
+                    "room for the weights")
+    storage_class: str | None = opt(pattern(SUBDOMAIN, "a storage class name"), "left out: the"
+                                    " cluster's default", default=None)
+    access_mode: str = opt(Choice(ACCESS_MODES), "the volume's access mode",
+                           default="ReadWriteMany")
+    # A static volume on the node (clusters without a provisioner).
+    host_path: str | None = opt(Text(lambda v: v if v.startswith("/") and v != "/"
+                                     and "\n" not in v else None,
+                                     "an absolute path on the node other than /"),
+                                "a static volume on the node (a cluster without a provisioner)",
+                                default=None)
+
+
+_SECONDS = Number(0, lo_open=True)
+_SHARE = Number(0, 1)
 
 
 @dataclass(frozen=True, kw_only=True)
 class Alerts:
-    preemptions_per_hour: int
-    ttft_p95_seconds: float
-    itl_p95_seconds: float  # inter-token latency, the other latency SLO
-    prefix_cache_hit_rate_min: float
-    hatch_escalations_per_hour: int
+    preemptions_per_hour: int = opt(Int(0), "preemptions per hour that alert", default=30)
+    ttft_p95_seconds: float = opt(_SECONDS, "time to first token, p95", default=2.0)
+    itl_p95_seconds: float = opt(_SECONDS, "inter-token latency, p95 (the other latency SLO)",
+                                 default=0.1)
+    prefix_cache_hit_rate_min: float = opt(_SHARE, "the prefix cache's least hit rate",
+                                           default=0.3)
+    hatch_escalations_per_hour: int = opt(Int(1), "escalations to the hatch per hour",
+                                          default=20)
     # The hatch's spend alert and cap are gateway.hatch's (declared once, with the gateway).
     # A track's prefill or decode tokens/s below this share of its last measurement fails the
     # `up` after a pair change (components/vllm_fleet/throughput.py); None: only recorded.
-    throughput_min_ratio: float | None = None
+    throughput_min_ratio: float | None = opt(Number(0, 1, lo_open=True), "a track's least share"
+                                             " of its last measured tokens/s after a pair change",
+                                             default=None)
 
 
 # Who evaluates the alert rules and scrapes the fleet and the gateway: nobody the stack runs (the
@@ -526,34 +765,57 @@ class Alerts:
 # runs in the cluster, or the Prometheus Operator's objects (PrometheusRule, PodMonitor,
 # ScrapeConfig) for a cluster that runs the Operator.
 PROMETHEUS_MODES = ("none", "bundled", "operator")
+# A Kubernetes label: an optional DNS prefix and a name (63 at most, alphanumeric at each end).
+_LABEL_KEY = re.compile(r"([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}"
+                        r"[A-Za-z0-9])?")
+_LABEL_VALUE = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?")
 
 
 @dataclass(frozen=True, kw_only=True)
 class Prometheus:
-    mode: str  # one of PROMETHEUS_MODES
-    scrape_interval_seconds: int  # scrapes and rule evaluations
-    image: str | None = None  # bundled: the server's image, pinned
-    port: int = 9090  # bundled: where it listens on the node's network
-    retention: str = "15d"  # bundled: how long it keeps samples
+    mode: str = opt(Choice(PROMETHEUS_MODES), "who evaluates the rules and scrapes")
+    scrape_interval_seconds: int = opt(Int(1, 300), "scrapes and rule evaluations", default=30)
+    # What each mode takes beside these two: PROMETHEUS_KEYS.
+    image: str | None = opt(Text(lambda v: None if image_pin_problem(v) else v,
+                                 "a pinned Prometheus image: a version tag (not latest) or an"
+                                 " @sha256 digest"), "bundled: the server's image, pinned"
+                            " (required)", default=None)
+    port: int = opt(PORT_KIND, "bundled: where it listens on the node's network", default=9090)
+    retention: str = opt(pattern(re.compile(r"[1-9][0-9]*(h|d|w|y)"), "a duration in hours, days,"
+                                 " weeks or years, e.g. 15d"), "bundled: how long it keeps"
+                         " samples", default="15d")
     # bundled: the API server its pod discovery asks; None: the cluster's own `kubernetes`
     # Service (a cluster whose API server advertises a loopback address has no endpoint there)
-    api_server: str | None = None
+    api_server: str | None = opt(API_SERVER, "bundled: the API server its discovery asks",
+                                 default=None)
     # operator: the labels the Operator's ruleSelector and monitor selectors match
-    selector_labels: dict[str, str] = field(default_factory=dict)
+    selector_labels: dict[str, str] = opt(
+        Labels("a map of Kubernetes labels (name: value) the Operator's selectors match",
+               _LABEL_VALUE, _LABEL_KEY), "operator: the labels its selectors match", default={})
 
 
-@dataclass(frozen=True)
+PROMETHEUS_KEYS = {"none": (), "bundled": ("image", "port", "retention", "apiServer"),
+                   "operator": ("selectorLabels",)}
+
+
+@dataclass(frozen=True, kw_only=True)
 class ModelFacts:
     """What the memory floor is computed from (the model card's facts, declared by the stack)."""
-    parameters_billions: float
-    precision: str  # a key of spear.vllm.BYTES_PER_PARAMETER
-    kv_cache_bytes_per_token: float
+    parameters_billions: float = opt(Number(0, lo_open=True), "the model's parameters, in"
+                                     " billions")
+    precision: str = opt(Choice(tuple(BYTES_PER_PARAMETER)), "its weights' precision")
+    kv_cache_bytes_per_token: float = opt(Number(0, lo_open=True), "KV cache bytes per token")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class MemoryFloor:
-    gpu_memory_gib: float  # each GPU's
-    models: dict[str, ModelFacts]  # by Hugging Face repository id
+    gpu_memory_gib: float = opt(Number(0, lo_open=True), "each GPU's memory",
+                                why="each GPU's memory", key="gpuMemoryGiB")
+    # By Hugging Face repository id.
+    models: dict[str, ModelFacts] = opt(
+        Named(Typed(ModelFacts), "model facts", name=re.compile(r".+"),
+              map_text="a map of Hugging Face repository id -> {parametersBillions, precision,"
+              " kvCacheBytesPerToken}"), "the facts of each pair's model")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -573,15 +835,21 @@ class RolloutGate:
 @dataclass(frozen=True, kw_only=True)
 class VllmFleet:
     kubeconfig: Kubeconfig
-    namespace: str
-    image: str  # the repository, e.g. vllm/vllm-openai
-    stable: ServingPair
-    previous: ServingPair | None  # the stable pair before the last promotion: the rollback target
-    canary: Canary | None
-    replicas: int
+    namespace: str = opt(pattern(DNS_LABEL, DNS_LABEL_TEXT), "the fleet's namespace",
+                         default="vllm")
+    # The repository, e.g. vllm/vllm-openai; each pair's tag (and digest) pins it.
+    image: str = opt(Text(_repository, "an image repository without tag or digest (stable.tag"
+                          " and stable.digest pin it)"), "the engine's image repository",
+                     default=DEFAULT_VLLM_IMAGE)
+    stable: ServingPair = opt(Typed(ServingPair), "the pair every ring but pilot is served by")
+    # The stable pair before the last promotion: the rollback target.
+    previous: ServingPair | None = opt(Typed(ServingPair), "the stable pair before the last"
+                                       " promotion: the rollback target", default=None)
+    canary: Canary | None  # its pair and replicas, flat in the stack (config/schema/vllm_fleet)
+    replicas: int = opt(Int(1), "stable's replicas", default=1)
     vllm: Vllm  # the stable pair's serve settings; a canary's differ only in model and revision
-    cache_salt: str  # one of CACHE_SALT_SCOPES
-    model_cache: ModelCache
+    cache_salt: str  # one of CACHE_SALT_SCOPES (tenancy.cacheSalt)
+    model_cache: ModelCache = opt(Typed(ModelCache), "the weights' volume")
     agent_sandbox: AgentSandbox | None
     alerts: Alerts
     gate: RolloutGate | None  # None: the stack declares no gate, so no promotion passes
@@ -593,10 +861,14 @@ class VllmFleet:
     # Who reaches the vLLM pods' port besides the in-cluster gateway's pods and an operator's
     # Prometheus: addresses outside the pods (a gateway host's, the node's for a Prometheus on
     # its network), as the pods see them.
-    ingress_from: tuple[str, ...] = ()
+    ingress_from: tuple[str, ...] = opt(ListOf(EgressNetwork("an IP network, e.g. 10.0.0.5/32"),
+                                               f"a list of IP networks ({EGRESS_NETWORK_TEXT})"),
+                                        "addresses outside the pods that reach vLLM", default=())
     # The in-cluster gateway's pods (namespace, labels), from `gateway` (config/schema).
     gateway_pods: tuple[str, tuple[tuple[str, str], ...]] | None = None
-    memory_floor: MemoryFloor | None = None  # None: the stack declares no model facts
+    # None: the stack declares no model facts.
+    memory_floor: MemoryFloor | None = opt(Typed(MemoryFloor), "model facts the memory floor is"
+                                           " computed from", default=None)
     prometheus: Prometheus = Prometheus(mode="none", scrape_interval_seconds=30)
 
     @property

@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from config.schema.vllm_fleet import SECRET
+from config.schema.vllm_fleet import SECRET_FORM
 from spear.rules import EXAMPLE_PASSPHRASE
 from config.types import AMBIENT
 from localhosts.kube import kubebuild
@@ -279,7 +279,7 @@ def repo_stack(workdir: Path, stack: str, cluster: Path | None = None) -> Projec
     fleet = config.get("spear-fleet:vllmFleet")
     if fleet is not None:
         kubebuild.install_provider_plugin()
-    names_file = fleet is not None and fleet.get("kubeconfig", AMBIENT) not in (AMBIENT, SECRET)
+    names_file = fleet is not None and fleet.get("kubeconfig", AMBIENT) not in (AMBIENT, SECRET_FORM)
     if names_file and cluster is None:
         raise ValueError(f"the {stack} stack's fleet names a kubeconfig file: pass the session"
                          " cluster's (the kube_cluster fixture)")

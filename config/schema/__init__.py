@@ -3,8 +3,9 @@ listing every problem. Pure: plain Python values in (keys without the `spear-fle
 objects as dicts, and the bytes of the files the stack names, which config/load.py reads), so a
 bad stack is refused before a single resource is registered.
 
-One module per top-level concern declares its keys (OPTIONS, config/options.py's vocabulary)
-and types them; what they share comes from `common`, the rules across sections from `across`.
+One module per top-level concern names its top-level keys (OPTIONS) and types them; the keys
+under them are declared on the typed values of config/types.py (config/options.py::opt), what
+the sections share comes from `common`, and the rules across sections from `across`.
 From the declarations come the key lists here, the stack files' JSON Schema
 (scripts/stack-schema) and the keys `stacks/Pulumi.prod.yaml` must document
 (tests/unit/test_stack_doc.py).

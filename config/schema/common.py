@@ -1,5 +1,6 @@
-"""The parsers and patterns more than one section of the stack uses: an SSH login, its key and
-host key, a port backend, an API key secret, a Hugging Face model's names.
+"""What more than one section of the stack reads: an SSH login and its key (a file or a secret),
+a port backend by name, an API key secret. (The kinds of value they share are
+config/options.py's.)
 
 The section modules import from here, never from each other (tests/unit/test_schema_imports.py).
 """
@@ -11,24 +12,12 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from config.checker import HOSTNAME, MISSING, USER, Checker, absolute_dir, get
-from config.options import PORT, Choice, Obj, Opt, Raw, Text, pattern
+from config.checker import MISSING, Checker, get
+from config.options import KEY_PATH, Choice, Obj, Opt, Text, build, declared
 from config.types import PORT as PORT_BACKEND, ApiKey, Backend, InlineKey, KeyFile, SshTarget
-from spear.rules import COMMIT_TEXT, HOST_KEY_TEXT, host_key_normal, is_commit
 
-RUNTIME_DIR = Text(absolute_dir, "an absolute path other than / (letters, digits, '._+-/')")
-HOST_KEY = Text(host_key_normal, HOST_KEY_TEXT)
-USER_KIND = pattern(USER, "a user name")
-# Checked with sshPrivateKeys.<name>: exactly one of the two.
-KEY_PATH = Raw({"type": "string"})
 _KEY_FILE = Text(lambda v: os.path.expanduser(v) if v.strip() else None,
                  "a path to a private key file")
-# A port backend's name: one of the `backends` table's (port_backend).
-BACKEND = Raw({"type": "string"})
-HF_REPO = pattern(re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*"),
-                  "a Hugging Face repository id (<owner>/<name>)")
-SERVED_NAME = pattern(re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}"),
-                      "a model name (letters, digits, '.', '_', '-'; at most 64)")
 # Ends up in an environment file and an HTTP header: one line of printable characters.
 _API_KEY = re.compile(r"[!-~]+")
 _KEY_CHOICE = ("exactly one of {owner}.ssh.privateKeyPath (a key file) or"
@@ -68,17 +57,11 @@ def private_key(check: Checker, name: str, path: Any, secret: Any,
     return InlineKey(secret)
 
 
-def ssh_obj(host_text: str) -> Obj:
-    """An ssh object: a host spear-fleet logs in to (`host_text`: what its host may be)."""
-    return Obj({
-        "host": Opt(pattern(HOSTNAME, host_text), "where spear-fleet logs in"),
-        "port": Opt(PORT, "its sshd's port", default=22),
-        "user": Opt(USER_KIND, "who logs in", default="root"),
-        "privateKeyPath": Opt(KEY_PATH, "a private key file on this machine (or sshPrivateKeys.<name>)",
-                              default=None),
-        "hostKey": Opt(HOST_KEY, "the host key it must present (else recorded at first contact)",
-                       default=None),
-    })
+def ssh_obj(**also: Opt) -> Obj:
+    """An ssh object: a host spear-fleet logs in to, with its key (a file or a secret)."""
+    return declared(SshTarget, privateKeyPath=Opt(KEY_PATH, "a private key file on this machine"
+                                                  " (or sshPrivateKeys.<name>)", default=None),
+                    **also)
 
 
 def ssh_target(check: Checker, owner: str, name: str, ssh: dict | None,
@@ -90,8 +73,7 @@ def ssh_target(check: Checker, owner: str, name: str, ssh: dict | None,
     login_key = private_key(check, name, ssh["privateKeyPath"], secret_key, owner=owner)
     if not check.clean_since(start):
         return None
-    return SshTarget(host=ssh["host"], port=ssh["port"], user=ssh["user"], key=login_key,
-                     host_key=ssh["hostKey"])
+    return build(SshTarget, ssh, key=login_key)
 
 
 def port_backend(check: Checker, key: str, value: Any,
@@ -120,7 +102,3 @@ def api_key(check: Checker, name: str, value: Any, required_by: list[str]) -> Ap
     return ApiKey(value)
 
 
-# A model repository's revision: its full commit id, never a branch (seed 001 step 2).
-REVISION = Text(lambda v: v if is_commit(v) else None,
-                COMMIT_TEXT.replace("a commit id", "the model repository's commit id"),
-                "^[0-9a-f]{40}$")

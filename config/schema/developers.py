@@ -16,39 +16,23 @@ from __future__ import annotations
 from typing import Any
 
 from config.checker import MISSING, Checker, from_text
-from config.options import NAME_KIND, Choice, Int, Labels, Named, Obj, Opt, Raw, pattern
+from config.options import Named, Opt, Raw, build, declared
 from config.types import Developer
-from spear.rules import (BUDGET_DURATION, BUDGET_DURATION_TEXT, CODER_MODEL,
-                         DEFAULT_PRIORITY_CLASS, FRONTIER_MODEL, GENERAL_RING, PRIORITY_CLASSES,
-                         RINGS, KeyProblem, developer_key_problems)
+from spear.rules import (BUDGET_DURATION, BUDGET_DURATION_TEXT, CODER_MODEL, FRONTIER_MODEL,
+                         KeyProblem, developer_key_problems)
 
 _MODELS_TEXT = (f"a non-empty list of the gateway's model names other than {FRONTIER_MODEL}"
                 f" (the hatch is reached by escalation only): {CODER_MODEL}")
-_LIMIT = Int(1)
-DEVELOPER = Obj({
-    "team": Opt(NAME_KIND, "the team the key belongs to (LiteLLM's team)", default=None),
-    # The key's budget rules are spear/rules.py's alone (the policy pack asks the same function):
-    # these three are judged there, and reported here at the setting at fault.
-    "models": Opt(Raw({"type": "array", "items": {"type": "string"}, "minItems": 1}),
-                  "the gateway model names the key may use", default=[CODER_MODEL]),
-    "maxBudget": Opt(Raw({"anyOf": [{"type": "number", "exclusiveMinimum": 0},
-                                    {"type": "string"}]}), "USD per budget window"),
-    "budgetDuration": Opt(Raw({"type": "string", "pattern": f"^(?:{BUDGET_DURATION.pattern})$"}),
-                          "the window after which the budget resets (30d, 1mo, ...)"),
-    "tpmLimit": Opt(_LIMIT, "tokens per minute", default=None),
-    "rpmLimit": Opt(_LIMIT, "requests per minute", default=None),
-    "maxParallelRequests": Opt(_LIMIT, "requests in flight at once", default=None),
-    "metadata": Opt(Labels(), "the key's metadata (one-line strings)", default={}),
-    "rotation": Opt(Int(0), "bump to rotate the key; the old one lives the grace period",
-                    default=0),
-    "rotationGracePeriod": Opt(pattern(BUDGET_DURATION, BUDGET_DURATION_TEXT),
-                               "how long a rotated-out key still works", default="24h"),
-    "ring": Opt(Choice(RINGS), "pilot: served by the fleet's canary while one is up",
-                default=GENERAL_RING),
-    "priority": Opt(Choice(tuple(PRIORITY_CLASSES)),
-                    "the vLLM priority the gateway stamps (interactive 0, background 10)",
-                    default=DEFAULT_PRIORITY_CLASS),
-})
+# The key's budget rules are spear/rules.py's alone (the policy pack asks the same function):
+# these three are judged there, and reported here at the setting at fault.
+DEVELOPER = declared(
+    Developer,
+    models=Opt(Raw({"type": "array", "items": {"type": "string"}, "minItems": 1}),
+               "the gateway model names the key may use", default=[CODER_MODEL]),
+    maxBudget=Opt(Raw({"anyOf": [{"type": "number", "exclusiveMinimum": 0},
+                                 {"type": "string"}]}), "USD per budget window"),
+    budgetDuration=Opt(Raw({"type": "string", "pattern": f"^(?:{BUDGET_DURATION.pattern})$"}),
+                       "the window after which the budget resets (30d, 1mo, ...)"))
 _DEVELOPERS = Named(DEVELOPER, "a developer", non_empty=False)
 OPTIONS = {"developers": Opt(_DEVELOPERS, "one virtual key per developer, by name (only with"
                              " gateway)", default={})}
@@ -82,12 +66,8 @@ def _developer(check: Checker, name: str, value: Any) -> Developer | None:
                    " out once spent)")
     if not check.clean_since(start):
         return None
-    return Developer(name=name, team=dev["team"], models=tuple(dict.fromkeys(given_models)),
-                     max_budget=float(from_text(budget)), budget_duration=dev["budgetDuration"],
-                     tpm_limit=dev["tpmLimit"], rpm_limit=dev["rpmLimit"],
-                     max_parallel_requests=dev["maxParallelRequests"], metadata=dev["metadata"],
-                     rotation=dev["rotation"], rotation_grace=dev["rotationGracePeriod"],
-                     ring=dev["ring"], priority=dev["priority"])
+    return build(Developer, dev, name=name, models=tuple(dict.fromkeys(given_models)),
+                 max_budget=float(from_text(budget)), budget_duration=dev["budgetDuration"])
 
 
 def _report_models(check: Checker, key: str, value: Any, faults: list[KeyProblem]) -> None:

@@ -13,20 +13,17 @@ import re
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from config.checker import (API_URL_TEXT, DNS_LABEL, DNS_LABEL_TEXT, MISSING, Checker,
-                            absolute_dir, api_url, ip_address, show)
-from config.options import (NAME_KIND, PORT, SECRET, USD, AnyOf, Choice, Int, Later, Obj, Opt,
-                            Raw, Text, pattern)
-from config.schema.common import RUNTIME_DIR, api_key, ssh_key_entry, ssh_obj, ssh_target
-from config.types import (DATABASE_LOCATIONS, EXTERNAL_DATABASE, FRONTIER_API_KEY,
-                          GATEWAY_BACKUP_KEY, GATEWAY_DATABASE_URL, GATEWAY_MASTER_KEY, GATEWAY_TLS_CERTIFICATE,
-                          GATEWAY_TLS_KEY, LOCAL_DATABASE, OFFLINE_ENGINE, QUERY_ENGINES, ApiKey,
-                          Gateway, GatewayCluster, GatewayTls, ClusterBackupPlan,
-                          DatabaseBackupPlan, TlsListener,
-                          GatewayDatabase, Hatch, PackageSource, Pricing)
 from config import tls
-from spear.rules import (BACKUP_DUMP, BACKUP_DUMP_TEXT, FLEET_UPSTREAM, alert_below_cap,
-                         image_pin_problem, is_loopback)
+from config.checker import API_URL_TEXT, MISSING, Checker, absolute_dir, api_url, ip_address, show
+from config.options import (PORT, SECRET, USD, AnyOf, Choice, Int, Later, Obj, Opt, Raw, Text,
+                            Typed, build, declared, pattern)
+from config.schema.common import api_key, ssh_key_entry, ssh_obj, ssh_target
+from config.types import (DATABASE_LOCATIONS, EXTERNAL_DATABASE, FRONTIER_API_KEY,
+                          GATEWAY_BACKUP_KEY, GATEWAY_DATABASE_URL, GATEWAY_MASTER_KEY,
+                          GATEWAY_TLS_CERTIFICATE, GATEWAY_TLS_KEY, LOCAL_DATABASE, ApiKey,
+                          ClusterBackupPlan, DatabaseBackupPlan, Gateway, GatewayCluster,
+                          GatewayDatabase, GatewayTls, Hatch, PackageSource, Pricing, TlsListener)
+from spear.rules import FLEET_UPSTREAM, alert_below_cap, is_loopback
 
 LOOPBACK_LISTEN_TEXT = ("a loopback address such as 127.0.0.1 (plain HTTP stays on the gateway"
                         " host; others reach it by name over TLS at gateway.listen.tls)")
@@ -43,22 +40,14 @@ DEFAULT_LITELLM = "1.91.1"  # the cookbook's pin
 DEFAULT_PRICE = {"input": 0.5, "output": 2.0}
 # The frontier provider's list price for a Sonnet-class model, USD per million tokens.
 DEFAULT_HATCH_PRICE = {"input": 3.0, "output": 15.0}
-NODE_PORTS = (30000, 32767)  # Kubernetes' default --service-node-port-range
 # A DNS name of one or more labels (RFC 1123), as a certificate's subject alternative name has it.
 _DNS_NAME = re.compile(r"(?=.{1,253}$)[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*")
 _HOST_ONLY = ("ssh", "runtimeDir", "listen")  # settings of the gateway host
-MIN_REPLICAS = 2  # one replica is the single gateway the cluster placement is there to avoid
 _DATABASE_URL = re.compile(r"postgres(ql)?://\S+")
-# A systemd calendar expression's characters; the gateway host's systemd checks the rest.
-_CALENDAR = re.compile(r"[A-Za-z0-9*:,./~ -]{1,100}")
-# A cron schedule's five fields (Kubernetes checks the rest).
-_CRON = re.compile(r"(@(hourly|daily|weekly|monthly|yearly))|([0-9*/,-]+( [0-9*/,-]+){4})")
-_CLAIM = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
 
 _TLS_NAME = Opt(pattern(_DNS_NAME, "a DNS name in lower case, e.g. gateway.spear.internal: the"
                         " name the certificate holds, which seats and developers reach the"
                         " gateway by"), "the DNS name in the certificate (gatewayTlsCertificate)")
-_KEEP = Opt(Int(1, 365), "the newest dumps kept", default=7)
 
 
 def _price(defaults: dict[str, float]) -> Opt:
@@ -66,80 +55,24 @@ def _price(defaults: dict[str, float]) -> Opt:
                     for part in ("input", "output")}), "USD per million tokens", default={})
 
 
-CLUSTER = Obj({
-    "namespace": Opt(pattern(DNS_LABEL, DNS_LABEL_TEXT), "the gateway's namespace",
-                     default="spear-gateway"),
-    "replicas": Opt(Int(MIN_REPLICAS, 50), "replicas sharing one external PostgreSQL",
-                    default=MIN_REPLICAS),
-    "image": Opt(Text(lambda v: None if image_pin_problem(v) else v,
-                      "an image that pins LiteLLM: a version tag (not latest) or an @sha256"
-                      " digest, holding litellm.version's LiteLLM, python3, bash and psql"),
-                 "the gateway's image, pinned"),
-    # Where localhosts/images/gateway_image puts it.
-    "venv": Opt(Text(absolute_dir, "the absolute path of the image's LiteLLM virtualenv"),
-                "the image's LiteLLM virtualenv", default="/opt/litellm/venv"),
-    "serviceIP": Opt(Text(ip_address, "an IP address in the cluster's Service range"),
-                     "the gateway Service's fixed cluster IP (required with agent seats)",
-                     default=None),
-    "tls": Opt(Obj({"name": _TLS_NAME}), "serve HTTPS under this name", default=None),
-    "nodePort": Opt(Int(*NODE_PORTS), "where developers outside the cluster reach it (with tls)",
-                    default=None),
-})
-_HOST_BACKUP = Obj({
-    "folder": Opt(Text(absolute_dir, "an absolute folder on the gateway host that outlives it"
-                       " (a mounted volume)"), "where the dumps go"),
-    "onCalendar": Opt(pattern(_CALENDAR, "a systemd calendar expression, e.g. daily or"
-                              " *-*-* 03:00:00"), "when", default="daily"),
-    "keep": _KEEP,
-})
-_CLUSTER_BACKUP = Obj({
-    "schedule": Opt(pattern(_CRON, "a cron schedule, e.g. \"0 3 * * *\" or @daily"), "when",
-                    default="0 3 * * *"),
-    "keep": _KEEP,
-    "hostPath": Opt(Text(absolute_dir, "an absolute folder on the node, writable by user 1000"
-                         " (a one-node cluster)"), "a folder on the node", default=None),
-    "claim": Opt(pattern(_CLAIM, "a PersistentVolumeClaim's name in the gateway's namespace"),
-                 "or a PersistentVolumeClaim the operator provides", default=None),
-})
-DATABASE = Obj({
-    "location": Opt(Choice(DATABASE_LOCATIONS), "local (PostgreSQL on the gateway host) or"
-                    " external (gatewayDatabaseUrl); default local, external in the cluster",
-                    default=None),
-    "port": Opt(PORT, "the local cluster's port on the gateway host", default=5432),
-    "queryEngine": Opt(Choice(QUERY_ENGINES), "Prisma's engine: native (downloaded at first"
-                       " use) or offline (WebAssembly from npm)", default=OFFLINE_ENGINE),
-    # Its shape is the placement's: a timer on the gateway host, or a CronJob in the cluster.
-    "backup": Opt(Later(AnyOf((_HOST_BACKUP, _CLUSTER_BACKUP))), "pg_dump on a schedule (host:"
-                  " folder, onCalendar, keep; cluster: schedule, keep, hostPath or claim)",
-                  default=None),
-    "restoreFrom": Opt(pattern(BACKUP_DUMP, BACKUP_DUMP_TEXT), "a dump of the backups, loaded"
-                       " into a database made anew", default=None),
-})
-GATEWAY = Obj({
-    "name": Opt(NAME_KIND, "names its resources (and its sshPrivateKeys entry)",
-                default=DEFAULT_NAME),
-    "ssh": Opt(ssh_obj("a host name or IP address"), "the gateway host (not with kubernetes)",
-               default=None),
-    "kubernetes": Opt(CLUSTER, "run it as a Deployment in the fleet's cluster instead",
-                      default=None),
-    "runtimeDir": Opt(RUNTIME_DIR, "its folder on the gateway host",
-                      default="/opt/spear-gateway"),
-    "listen": Opt(Obj({
+_HOST_BACKUP = Typed(DatabaseBackupPlan)
+_CLUSTER_BACKUP = declared(ClusterBackupPlan)
+GATEWAY = declared(
+    Gateway,
+    ssh=Opt(ssh_obj(), "the gateway host (not with kubernetes)", default=None),
+    kubernetes=Opt(declared(GatewayCluster, tls=Opt(Obj({"name": _TLS_NAME}), "serve HTTPS under"
+                                                    " this name", default=None)),
+                   "run it as a Deployment in the fleet's cluster instead", default=None),
+    listen=Opt(Obj({
         # Plain HTTP only on loopback: a gateway host serves plain HTTP, and every request
         # carries a developer's key. Others reach it through its SSH tunnel.
         "host": Opt(Text(lambda v: v if ip_address(v) and is_loopback(v) else None,
                          LOOPBACK_LISTEN_TEXT), "where plain HTTP listens", default="127.0.0.1"),
         "port": Opt(PORT, "its port (LiteLLM's default)", default=4000),
-        "tls": Opt(Obj({
-            "name": _TLS_NAME,
-            "address": Opt(Text(lambda v: v if ip_address(v) and not is_loopback(v) else None,
-                                "an IP address of the gateway host other than loopback, which"
-                                " the seats' pods and developers reach (loopback is"
-                                " gateway.listen.host)"), "where HTTPS listens"),
-            "port": Opt(PORT, "its port", default=4443),
-        }), "HTTPS beside it, for seats and developers beyond the host", default=None),
+        "tls": Opt(declared(TlsListener, name=_TLS_NAME), "HTTPS beside it, for seats and"
+                   " developers beyond the host", default=None),
     }), "where the gateway host's proxy listens", default={}),
-    "litellm": Opt(Obj({
+    litellm=Opt(Obj({
         "version": Opt(pattern(re.compile(r"[0-9]+\.[0-9]+\.[0-9]+"), "a LiteLLM release X.Y.Z"
                                " (litellm[proxy]==X.Y.Z is installed)"), "LiteLLM's release",
                        default=DEFAULT_LITELLM),
@@ -149,8 +82,16 @@ GATEWAY = Obj({
                           "a folder of wheels on the gateway host (an air-gapped host)",
                           default=None),
     }), "the LiteLLM install", default={}),
-    "database": Opt(DATABASE, "the budgets' PostgreSQL", default={}),
-    "coder": Opt(Obj({
+    database=Opt(declared(
+        GatewayDatabase,
+        location=Opt(Choice(DATABASE_LOCATIONS), "local (PostgreSQL on the gateway host) or"
+                     " external (gatewayDatabaseUrl); default local, external in the cluster",
+                     default=None),
+        # Its shape is the placement's: a timer on the gateway host, or a CronJob in the cluster.
+        backup=Opt(Later(AnyOf((_HOST_BACKUP, _CLUSTER_BACKUP))), "pg_dump on a schedule (host:"
+                   " folder, onCalendar, keep; cluster: schedule, keep, hostPath or claim)",
+                   default=None)), "the budgets' PostgreSQL", default={}),
+    coder=Opt(Obj({
         # Which names are allowed depends on the rest of the stack: checked by _upstreams.
         "upstreams": Opt(Raw({"type": "array", "items": {"type": "string"}, "minItems": 1}),
                          "the declared endpoints `coder` routes to"),
@@ -158,17 +99,9 @@ GATEWAY = Obj({
         "requestTimeout": Opt(Int(1, 3600), "seconds", default=600),
         "pricePerMillionTokensUsd": _price(DEFAULT_PRICE),
     }), "the fleet's one model name, `coder`"),
-    "hatch": Opt(Obj({
-        "model": Opt(pattern(re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}"),
-                             "the frontier provider's model id (e.g. claude-sonnet-4-5)"),
-                     "the provider's model id"),
-        "apiBase": Opt(Text(api_url, API_URL_TEXT), "the provider's API",
-                       default="https://api.anthropic.com"),
-        "monthlyCapUsd": Opt(USD, "hard: over it, escalations are refused"),
-        "alertUsd": Opt(USD, "the spend alert, below the cap"),
-        "pricePerMillionTokensUsd": _price(DEFAULT_HATCH_PRICE),
-    }), "the frontier escape hatch (`frontier`), used only when the fleet answered 429/5xx"),
-})
+    hatch=Opt(declared(Hatch, pricePerMillionTokensUsd=_price(DEFAULT_HATCH_PRICE)),
+              "the frontier escape hatch (`frontier`), used only when the fleet answered"
+              " 429/5xx"))
 OPTIONS = {
     "gateway": Opt(GATEWAY, "the LiteLLM gateway between every developer and the fleet",
                    default=None),
@@ -235,7 +168,8 @@ def parse(check: Checker, value: Any, secret_values: Mapping[str, Any], ssh_keys
     else:
         ssh = ssh_target(check, "gateway", name or DEFAULT_NAME, gateway["ssh"],
                          ssh_key_entry(ssh_keys_value, name or DEFAULT_NAME))
-    listener = listen and listen["tls"] and _tls_material(check, "gateway.listen.tls", listen["tls"], pem)
+    listener = listen and listen["tls"] and _tls_material(check, "gateway.listen.tls",
+                                                          listen["tls"], pem)
     packages = gateway["litellm"] and _packages(check, gateway["litellm"])
     # Whether the stack set the URL at all: a malformed one is reported once, as malformed.
     database = gateway["database"] and _database(
@@ -251,18 +185,14 @@ def parse(check: Checker, value: Any, secret_values: Mapping[str, Any], ssh_keys
                    " alert must fire before the cap shuts the hatch")
     if not check.clean_since(start):
         return None, given
-    return Gateway(name=name, ssh=ssh, runtime_dir=gateway["runtimeDir"],
-                   host=listen["host"], port=listen["port"],
+    return build(Gateway, gateway, ssh=ssh, host=listen["host"], port=listen["port"],
                    litellm_version=gateway["litellm"]["version"], packages=packages,
                    database=database, upstreams=upstreams, num_retries=coder["numRetries"],
                    request_timeout=coder["requestTimeout"],
                    pricing=_pricing(coder["pricePerMillionTokensUsd"]),
-                   hatch=Hatch(model=hatch["model"], api_base=hatch["apiBase"],
-                               monthly_cap_usd=hatch["monthlyCapUsd"], alert_usd=hatch["alertUsd"],
-                               pricing=_pricing(hatch["pricePerMillionTokensUsd"])),
+                   hatch=build(Hatch, hatch, pricing=_pricing(hatch["pricePerMillionTokensUsd"])),
                    kubernetes=cluster,
-                   tls_listener=listener and TlsListener(address=listen["tls"]["address"],
-                                                         port=listen["tls"]["port"], tls=listener)), given
+                   tls_listener=listener and build(TlsListener, listen["tls"], tls=listener)), given
 
 
 def declares_tls(value: Any) -> bool:
@@ -300,10 +230,7 @@ def _cluster(check: Checker, cluster: dict, given: Mapping[str, Any],
     the_tls = cluster["tls"] and _tls_material(check, "gateway.kubernetes.tls", cluster["tls"], pem)
     if not check.clean_since(start):
         return None
-    return GatewayCluster(namespace=cluster["namespace"], replicas=cluster["replicas"],
-                          image=cluster["image"], venv=cluster["venv"],
-                          service_ip=cluster["serviceIP"], tls=the_tls,
-                          node_port=cluster["nodePort"])
+    return build(GatewayCluster, cluster, tls=the_tls)
 
 
 def _tls_material(check: Checker, key: str, given: dict, pem: Mapping[str, Any]) -> GatewayTls | None:
@@ -369,9 +296,7 @@ def _database(check: Checker, database: dict, has_url: bool, in_cluster: bool,
                      " backup)")
     if None in (location, database["port"], database["queryEngine"]):
         return None
-    return GatewayDatabase(location=location, port=database["port"],
-                           query_engine=database["queryEngine"], backup=backup,
-                           restore_from=database["restoreFrom"])
+    return build(GatewayDatabase, database, location=location, backup=backup)
 
 
 def _cluster_backup(check: Checker, value: Any) -> ClusterBackupPlan | None:
@@ -387,16 +312,11 @@ def _cluster_backup(check: Checker, value: Any) -> ClusterBackupPlan | None:
                      " PersistentVolumeClaim): where the dumps outlive the gateway")
     if not check.clean_since(start) or None in (backup["schedule"], backup["keep"]):
         return None
-    return ClusterBackupPlan(schedule=backup["schedule"], keep=backup["keep"],
-                             host_path=backup["hostPath"], claim=backup["claim"])
+    return build(ClusterBackupPlan, backup)
 
 
 def _backup(check: Checker, value: Any) -> DatabaseBackupPlan | None:
-    backup = _HOST_BACKUP.read(check, "gateway.database.backup", value)
-    if backup is None or None in backup.values():
-        return None
-    return DatabaseBackupPlan(folder=backup["folder"], on_calendar=backup["onCalendar"],
-                              keep=backup["keep"])
+    return _HOST_BACKUP.read(check, "gateway.database.backup", value)
 
 
 def _upstreams(check: Checker, names: Any, endpoint_names: Collection[str],

@@ -10,14 +10,12 @@ server port). With `ssh`, the key is a key file (`ssh.privateKeyPath`), a secret
 
 from __future__ import annotations
 
-import re
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from config.checker import HOSTNAME, MISSING, Checker
-from config.options import PORT, Later, Named, Obj, Opt, Raw, pattern
-from config.schema.common import (BACKEND, HOST_KEY, KEY_PATH, USER_KIND, port_backend,
-                                  private_key, ssh_key_entry)
+from config.checker import MISSING, Checker
+from config.options import BACKEND, KEY_PATH, PORT, Later, Named, Opt, Raw, build, declared
+from config.schema.common import port_backend, private_key, ssh_key_entry
 from config.types import Backend, InferenceHost, RedsEndpoint, RedsSsh
 
 DEFAULT_PORT = 8010  # SPEAR_SERVER_PORT on the REDS host in the seed's profile
@@ -27,28 +25,18 @@ _ONE_OF = ("exactly one of inferenceHost (a name in inferenceHosts: the server t
            " manages there) or ssh {host, port?, user?, privateKeyPath?} (a host whose server"
            " someone else runs, on `port`)")
 # Left out: ~/.ssh/config's entry for the host says, when the connection is made.
-_SSH = Obj({
-    "host": Opt(pattern(HOSTNAME, "a host name, ~/.ssh/config alias or IP address"),
-                "the REDS host (an ~/.ssh/config alias is preferred)"),
-    "port": Opt(PORT, "its sshd's port (left out: ~/.ssh/config's Port, else 22)", default=None),
-    "user": Opt(USER_KIND, "who logs in (left out: ~/.ssh/config's, else root)", default=None),
-    "privateKeyPath": Opt(KEY_PATH, "a private key file (left out: sshPrivateKeys.<name>, else"
-                          " the alias's IdentityFile)", default=None),
-    "hostKey": Opt(HOST_KEY, "the host key it must present", default=None),
-})
-ENDPOINT = Obj({
-    # One of the two (_ONE_OF): checked by the section, which says which is missing.
-    "inferenceHost": Opt(Raw({"type": "string"}), "the inference host whose server this is",
-                         default=None),
-    "ssh": Opt(Later(_SSH), "the host whose server someone else runs", default=None),
-    "port": Opt(Raw(PORT.schema()), f"the server's port there (with ssh; default {DEFAULT_PORT})",
-                default=None),
-    # An id as /v1/models lists it (a name, a Hugging Face id, a model path): one printable word.
-    "modelId": Opt(pattern(re.compile(r"[!-~]{1,256}"), "a model id as /v1/models lists it"
-                           " (printable characters, no spaces; at most 256)"),
-                   "the id it must advertise (left out: the first /v1/models lists)", default=None),
-    "backend": Opt(BACKEND, "the client backend whose tunnel reaches it", default="reds"),
-})
+_SSH = declared(RedsSsh, privateKeyPath=Opt(KEY_PATH, "a private key file (left out:"
+                                            " sshPrivateKeys.<name>, else the alias's"
+                                            " IdentityFile)", default=None))
+# One of inferenceHost and ssh (_ONE_OF): checked by the section, which says which is missing.
+ENDPOINT = declared(
+    RedsEndpoint,
+    inferenceHost=Opt(Raw({"type": "string"}), "the inference host whose server this is",
+                      default=None),
+    ssh=Opt(Later(_SSH), "the host whose server someone else runs", default=None),
+    port=Opt(Raw(PORT.schema()), f"the server's port there (with ssh; default {DEFAULT_PORT})",
+             default=None),
+    backend=Opt(BACKEND, "the client backend whose tunnel reaches it", default="reds"))
 _ENDPOINTS = Named(ENDPOINT, "a REDS endpoint", non_empty=False)
 OPTIONS = {"redsEndpoints": Opt(_ENDPOINTS, "REDS endpoints, by name", default={})}
 
@@ -96,8 +84,8 @@ def _endpoint(check: Checker, name: str, value: Any, secret_key: Any,
     if served is None or not check.clean_since(start):
         return None
     login, address, port = served
-    return RedsEndpoint(name=name, ssh=login, address=address, port=port,
-                        model_id=endpoint["modelId"], backend=backend, inference_host=host_name)
+    return build(RedsEndpoint, endpoint, name=name, ssh=login, address=address, port=port,
+                 backend=backend, inference_host=host_name)
 
 
 def _managed(check: Checker, name: str, endpoint: dict, host_name: Any, secret_key: Any,
@@ -134,8 +122,6 @@ def _by_hand(check: Checker, name: str, endpoint: dict, value: Any, secret_key: 
     if ssh is None:
         return None
     path = ssh["privateKeyPath"]
-    login = RedsSsh(host=ssh["host"], port=ssh["port"], user=ssh["user"],
-                    key=None if path is None and secret_key is MISSING else private_key(
-                        check, name, path, secret_key, owner=f"redsEndpoints.{name}"),
-                    host_key=ssh["hostKey"])
+    login = build(RedsSsh, ssh, key=None if path is None and secret_key is MISSING else
+                  private_key(check, name, path, secret_key, owner=f"redsEndpoints.{name}"))
     return login, LOOPBACK, port

@@ -9,58 +9,25 @@ checked together: a name has one owner in sshPrivateKeys, a backend's tunnel rea
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any
 
 from config.checker import API_URL_TEXT, Checker, api_url, map_names
-from config.options import (PORT, SECRET, Choice, Int, Later, ListOf, Named, Obj, Opt, Text,
-                            pattern)
-from config.schema.common import (BACKEND, HF_REPO, KEY_PATH, REVISION, SERVED_NAME, USER_KIND,
-                                  api_key, port_backend, private_key, ssh_key_entry)
-from config.types import (API_KEY_NAMES, CLOUD_TYPES, RUNPOD_API_KEY, VLLM_API_KEY, ApiKey,
-                          Backend, InferenceHost, PodSsh, RunPodPod, Vllm)
-from spear.rules import image_pin_problem
+from config.options import (BACKEND, KEY_PATH, SECRET, Later, Named, Obj, Opt, Text, build,
+                            declared)
+from config.schema.common import api_key, port_backend, private_key, ssh_key_entry
+from config.types import (API_KEY_NAMES, GPU_TYPES_TEXT, POD_PORTS_TEXT, RUNPOD_API_KEY,
+                          VLLM_API_KEY, ApiKey, Backend, InferenceHost, PodSsh, RunPodPod)
 
 DEFAULT_API_URL = "https://rest.runpod.io/v1"
 SSH_PORT = "22/tcp"  # RunPod maps it to a public port; spear-fleet logs in through it
 
-_POD_PORT = re.compile(r"(?P<port>[0-9]{1,5})/(tcp|http)")
-_PORTS_TEXT = f"a list of '<port>/tcp' or '<port>/http' (port 1-65535), each once, with {SSH_PORT}"
-_GPU_TYPES_TEXT = "a non-empty list of RunPod GPU type ids (e.g. NVIDIA H100 80GB HBM3), each once"
-VLLM = Obj({
-    "model": Opt(HF_REPO, "the Hugging Face repository served"),
-    "revision": Opt(REVISION, "the repository's commit (never a branch)"),
-    "servedModelName": Opt(SERVED_NAME, "the name vLLM serves it under"),
-    "tensorParallelSize": Opt(Int(1), "GPUs the model is split over (at most gpuCount)", default=1),
-    "maxModelLen": Opt(Int(1), "the context window", why="no default: state it in the stack"),
-    "port": Opt(PORT, "vLLM's port in the pod (not 22)", default=8000),
-})
-POD = Obj({
-    "gpuTypeIds": Opt(ListOf(pattern(re.compile(r"[A-Za-z0-9][A-Za-z0-9 ._-]*"),
-                                     "a RunPod GPU type id"), _GPU_TYPES_TEXT, non_empty=True),
-                      "the GPU types RunPod may place the pod on"),
-    "gpuCount": Opt(Int(1), "GPUs per pod", default=1),
-    "imageName": Opt(Text(lambda v: None if image_pin_problem(v) else v,
-                          "an image with a version tag or an @sha256 digest (not :latest, and not"
-                          " untagged: the engine version is part of the pin, seed 001"
-                          " 'Maintenance')"), "vLLM's image, pinned"),
-    "containerDiskInGb": Opt(Int(1), "the container disk",
-                             why="required: the image and vLLM need room"),
-    "volumeInGb": Opt(Int(0), "the volume the weights are kept on",
-                      why="required: the weights are kept on the volume"),
-    "cloudType": Opt(Choice(CLOUD_TYPES), "RunPod's cloud", default="SECURE"),
-    "ports": Opt(ListOf(Text(lambda v: v if (m := _POD_PORT.fullmatch(v)) and
-                             1 <= int(m["port"]) <= 65535 else None,
-                             "'<port>/tcp' or '<port>/http', port 1-65535"), _PORTS_TEXT),
-                 "the pod's exposed ports", default=(SSH_PORT,)),
-    "backend": Opt(BACKEND, "the client backend whose tunnel reaches vLLM", default="remote"),
-    "ssh": Opt(Obj({"user": Opt(USER_KIND, "who logs in", default="root"),
-                    "privateKeyPath": Opt(KEY_PATH, "a private key file (or"
-                                          " sshPrivateKeys.<name>)", default=None)}),
-               "how spear-fleet logs in (the address is RunPod's to give)", default={}),
-    "vllm": Opt(VLLM, "what `vllm serve` is told"),
-})
+POD = declared(
+    RunPodPod,
+    backend=Opt(BACKEND, "the client backend whose tunnel reaches vLLM", default="remote"),
+    ssh=Opt(declared(PodSsh, privateKeyPath=Opt(KEY_PATH, "a private key file (or"
+                                                " sshPrivateKeys.<name>)", default=None)),
+            "how spear-fleet logs in (the address is RunPod's to give)", default={}))
 _PODS = Named(POD, "a pod", non_empty=False)
 OPTIONS = {
     "runpod": Opt(Obj({"apiUrl": Opt(Text(api_url, API_URL_TEXT), "RunPod's REST API v1",
@@ -112,32 +79,24 @@ def _pod(check: Checker, name: str, value: Any, api_url: str | None, secret_key:
         return None
     gpu_types, ports, vllm, ssh = pod["gpuTypeIds"], pod["ports"], pod["vllm"], pod["ssh"]
     if gpu_types is not None and None not in gpu_types and len(set(gpu_types)) != len(gpu_types):
-        check.fail(f"{prefix}.gpuTypeIds", list(gpu_types), _GPU_TYPES_TEXT)
+        check.fail(f"{prefix}.gpuTypeIds", list(gpu_types), GPU_TYPES_TEXT)
     if ports is not None and None not in ports \
             and (SSH_PORT not in ports or len(set(ports)) != len(ports)):
         check.fail(f"{prefix}.ports", list(ports),
-                   _PORTS_TEXT + ": spear-fleet reaches vLLM through the pod's sshd")
+                   POD_PORTS_TEXT + ": spear-fleet reaches vLLM through the pod's sshd")
     backend = port_backend(check, f"{prefix}.backend", pod["backend"], backends)
     login_key = None if secret_key is None or ssh is None else private_key(
         check, name, ssh["privateKeyPath"], secret_key, owner=prefix)
-    if vllm and vllm["port"] == 22:
+    if vllm and vllm.port == 22:
         check.fail(f"{prefix}.vllm.port", 22, "a port other than 22: the pod's sshd has it")
-    if vllm and vllm["tensorParallelSize"] and pod["gpuCount"] \
-            and vllm["tensorParallelSize"] > pod["gpuCount"]:
-        check.fail(f"{prefix}.vllm.tensorParallelSize", vllm["tensorParallelSize"],
+    if vllm and pod["gpuCount"] and vllm.tensor_parallel_size > pod["gpuCount"]:
+        check.fail(f"{prefix}.vllm.tensorParallelSize", vllm.tensor_parallel_size,
                    f"at most gpuCount ({pod['gpuCount']}): vLLM splits the model over the pod's"
                    " GPUs")
     if login_key is None or not check.clean_since(start):
         return None
-    return RunPodPod(
-        name=name, api_url=api_url, gpu_type_ids=tuple(gpu_types), gpu_count=pod["gpuCount"],
-        image_name=pod["imageName"], container_disk_in_gb=pod["containerDiskInGb"],
-        volume_in_gb=pod["volumeInGb"], cloud_type=pod["cloudType"], ports=tuple(ports),
-        backend=backend, ssh=PodSsh(ssh["user"], login_key),
-        vllm=Vllm(model=vllm["model"], revision=vllm["revision"],
-                  served_model_name=vllm["servedModelName"],
-                  tensor_parallel_size=vllm["tensorParallelSize"],
-                  max_model_len=vllm["maxModelLen"], port=vllm["port"]))
+    return build(RunPodPod, pod, name=name, api_url=api_url, backend=backend,
+                 ssh=build(PodSsh, ssh, key=login_key))
 
 
 def _check_fleet(check: Checker, pods: Mapping[str, RunPodPod],

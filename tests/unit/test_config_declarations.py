@@ -6,6 +6,7 @@ sections typed with the rules across them."""
 from __future__ import annotations
 
 import builtins
+import dataclasses
 import pathlib
 
 import pytest
@@ -13,7 +14,7 @@ import pytest
 from config.checker import MISSING, Checker, ConfigError
 from config.load import read_files
 from config.options import (PORT, REQUIRED, Choice, Int, Named, Obj, Opt, ProjectFile, Tagged,
-                            paths)
+                            Text, Typed, declared, opt, paths)
 from config.schema import OBJECT_KEYS, STACK, TOP_KEYS, parse
 from config.schema.across import RULES
 from tests.support.config_cases import fleet_raw
@@ -126,3 +127,22 @@ def test_a_project_file_outside_the_project_is_refused_before_it_is_read():
 def test_each_rule_across_sections_is_a_named_function_with_its_why():
     assert len({rule.__name__ for rule in RULES}) == len(RULES)
     assert all(rule.__doc__ for rule in RULES)
+
+
+def test_a_key_declared_on_its_typed_value_is_read_typed_listed_and_in_the_schema():
+    @dataclasses.dataclass(frozen=True, kw_only=True)
+    class Probe:
+        path: str = opt(Text(lambda v: v if v.startswith("/") else None, "an absolute path"),
+                        "what it asks")
+        interval_seconds: int = opt(Int(1), "how often it asks", default=10)
+
+    check = Checker()
+    assert Typed(Probe).read(check, "probe", {"path": "/health", "intervalSeconds": "30"}) \
+        == Probe(path="/health", interval_seconds=30)
+    assert Typed(Probe).read(check, "probe", {"path": "health"}) is None
+    assert _problems(check) == ["spear-fleet:probe.path: got 'health'; allowed: an absolute path"]
+    assert list(paths(declared(Probe))) == [("path",), ("intervalSeconds",)]
+    assert declared(Probe).schema()["properties"]["intervalSeconds"] == {
+        "anyOf": [{"type": "integer", "minimum": 1}, {"type": "string", "pattern": "^-?[0-9]+$"}],
+        "description": "how often it asks", "default": 10}
+    assert declared(Probe).schema()["required"] == ["path"]

@@ -16,7 +16,8 @@ RULES_DOC = REPO / "docs" / "RULES.md"
 _REFERENCE = re.compile(r"`([\w./-]+\.(?:py|sh|service|yaml|md))(?:::(\w+))?`")
 # A table cell's border (a cell may hold an escaped \|).
 _CELL = re.compile(r"(?<!\\)\|")
-CONFIG_SECTIONS = "config/schema/"
+# Where the config declares and checks: its sections, and the typed values and kinds they declare.
+CONFIG_SECTIONS = ("config/schema/", "config/types.py", "config/options.py")
 
 
 def _defined_names(path: Path) -> set[str]:

@@ -145,7 +145,7 @@ def test_a_pod_parses_to_its_typed_config():
     assert (pod.container_disk_in_gb, pod.volume_in_gb, pod.cloud_type, pod.ports) == (
         50, 200, "SECURE", ("22/tcp",))
     assert pod.backend == cfg.backends["remote"] and pod.backend.port == 8081
-    assert pod.ssh == PodSsh("root", InlineKey(DUMMY_KEY))
+    assert pod.ssh == PodSsh(user="root", key=InlineKey(DUMMY_KEY))
     assert pod.vllm == Vllm(model="Qwen/Qwen3-Coder-Next-FP8", revision=REVISION,
                             served_model_name="qwen3-coder-next", tensor_parallel_size=2,
                             max_model_len=262144, port=8000)
