@@ -147,10 +147,6 @@ class Checker:
         """Like fail, for a value that is described rather than shown (secrets, unknown keys)."""
         self.problems.append(Problem(f"{NAMESPACE}:{key}", described, allowed))
 
-    def keys_at_fault(self) -> set[str]:
-        """The keys (without the namespace) a problem was reported at."""
-        return {p.key.removeprefix(f"{NAMESPACE}:") for p in self.problems}
-
     def mark(self) -> int:
         return len(self.problems)
 

@@ -341,23 +341,35 @@ class Raw(Kind):
         return dict(self.json)
 
 
+class Through(Kind):
+    """A kind read through another (`inner`): allowed, documented and walked as that one is."""
+
+    @property
+    def inner(self) -> Kind:
+        raise NotImplementedError
+
+    @property
+    def allowed(self) -> str:
+        return self.inner.allowed
+
+    def schema(self) -> dict:
+        return self.inner.schema()
+
+    def files(self, value: Any) -> Iterator[tuple[str, bool]]:
+        return self.inner.files(value)
+
+
 @dataclass(frozen=True)
-class Later(Kind):
+class Later(Through):
     """A value its section reads itself, entry by entry (Named.entries), with what it declares."""
     kind: Kind
 
     @property
-    def allowed(self) -> str:
-        return self.kind.allowed
+    def inner(self) -> Kind:
+        return self.kind
 
     def normal(self, value: Any) -> Any:
         return value
-
-    def schema(self) -> dict:
-        return self.kind.schema()
-
-    def files(self, value: Any) -> Iterator[tuple[str, bool]]:
-        return self.kind.files(value)
 
 
 @dataclass(frozen=True)
@@ -417,29 +429,19 @@ class Obj(Kind):
 
 
 @dataclass(frozen=True)
-class Typed(Kind):
+class Typed(Through):
     """An object whose every key is a declared field of `cls`: read, it is a `cls`."""
     cls: type
 
     @property
-    def obj(self) -> Obj:
+    def inner(self) -> Obj:
         return declared(self.cls)
-
-    @property
-    def allowed(self) -> str:
-        return self.obj.allowed
 
     def read(self, check: Checker, key: str, value: Any) -> Any:
         start = len(check.problems)
-        values = self.obj.read(check, key, value)
+        values = self.inner.read(check, key, value)
         return build(self.cls, values) if values is not None \
             and len(check.problems) == start else None
-
-    def schema(self) -> dict:
-        return self.obj.schema()
-
-    def files(self, value: Any) -> Iterator[tuple[str, bool]]:
-        return self.obj.files(value)
 
 
 @dataclass(frozen=True)
@@ -628,10 +630,8 @@ def paths(kind: Kind, prefix: tuple[str, ...] = ()) -> Iterator[tuple[str, ...]]
         yield from paths(kind.item, (*prefix, NAME_SEGMENT))
     elif isinstance(kind, ListOf):
         yield from paths(kind.item, prefix)
-    elif isinstance(kind, Later):
-        yield from paths(kind.kind, prefix)
-    elif isinstance(kind, Typed):
-        yield from paths(kind.obj, prefix)
+    elif isinstance(kind, Through):
+        yield from paths(kind.inner, prefix)
     elif isinstance(kind, AnyOf):
         for choice in kind.choices:
             yield from paths(choice, prefix)
@@ -639,7 +639,7 @@ def paths(kind: Kind, prefix: tuple[str, ...] = ()) -> Iterator[tuple[str, ...]]
 
 def is_object(kind: Kind) -> bool:
     """Whether the value is an object (Pulumi's config holds it as JSON)."""
-    return not isinstance(kind, Secret) and (isinstance(kind, (Either, Tagged, Typed))
+    return not isinstance(kind, Secret) and (isinstance(kind, (Either, Tagged))
                                              or kind.schema().get("type") == "object")
 
 

@@ -53,7 +53,7 @@ def parse(check: Checker, value: Any) -> dict[str, Backend] | None:
             continue
         if port is None and seed and seed.kind == PORT:
             port = seed.port
-        elif port is None and key + ".port" not in check.keys_at_fault():
+        elif port is None and "port" not in value[name]:  # a bad port is reported already
             check.fail(f"{key}.port", MISSING, f"{PORT_KIND.allowed} (required)")
         table[name] = Backend(name=name, kind=PORT, port=port,
                               what=seed.what if seed else f"127.0.0.1:{port} on the client")

@@ -173,7 +173,8 @@ def parse(check: Checker, value: Any, kubeconfig_secret: Any,
         _check_sandbox(check, f"{k}.agentSandbox", fleet["agentSandbox"], value["agentSandbox"],
                        developers)
     gate = fleet["rolloutGate"] and _gate(check, fleet["rolloutGate"], receipt_key)
-    service_ips = _service_ips(check, f"{k}.serviceIPs", fleet["serviceIPs"], canary is not None)
+    service_ips = _service_ips(check, f"{k}.serviceIPs", fleet["serviceIPs"],
+                               value.get("serviceIPs"), canary is not None)
     if not check.clean_since(start):
         return None
     vllm = build(Vllm, {**fleet, "model": stable.model, "revision": stable.revision},
@@ -211,15 +212,18 @@ def _kubeconfig(check: Checker, fleet: dict, secret: Any) -> Kubeconfig | None:
     return Kubeconfig(secret_text=None, path=None if where == AMBIENT else where, context=ctx)
 
 
-def _service_ips(check: Checker, key: str, ips: dict | None, has_canary: bool) -> dict[str, str]:
-    """Each track's fixed cluster IP, when the stack gives them (the gateway routes only then)."""
+def _service_ips(check: Checker, key: str, ips: dict | None, given: Any,
+                 has_canary: bool) -> dict[str, str]:
+    """Each track's fixed cluster IP, when the stack gives them (the gateway routes only then);
+    `given`: the stack's serviceIPs, as read."""
     if ips is None:
         return {}
     found = {}
     for track in (STABLE, CANARY):
         ip = ips[track]
         if ip is None:
-            if (track == STABLE or has_canary) and f"{key}.{track}" not in check.keys_at_fault():
+            # A bad address is reported already; a missing one is reported here.
+            if (track == STABLE or has_canary) and track not in given:
                 check.report(f"{key}.{track}", "nothing", f"the {track} Service's cluster IP (an"
                              " IP address in the cluster's service range)")
         elif ip in found.values():
