@@ -31,7 +31,7 @@ from spear.rollout_gate import Record as GateRecord
 from spear.rollout_gate import Refused as RefusedRecord
 from spear.rules import (BACKUP_DUMP, BACKUP_DUMP_TEXT, BUDGET_DURATION, BUDGET_DURATION_TEXT,
                          DEFAULT_PRIORITY_CLASS, EGRESS_NETWORK_TEXT, GENERAL_RING, IMAGE, IMAGE_DIGEST,
-                         IMAGE_TAG, PRIORITY_CLASSES, RINGS, egress_network_problem,
+                         IMAGE_TAG, PRIORITY_CLASSES, RINGS, SERVICE_SPREAD, egress_network_problem,
                          image_pin_problem, is_loopback)
 from spear.vllm import BYTES_PER_PARAMETER, GPU_MEMORY_UTILIZATION, TOOL_CALL_PARSER
 
@@ -502,6 +502,7 @@ class Gateway:
     request_timeout: int
     pricing: Pricing
     hatch: Hatch
+    fleet_routing: str = SERVICE_SPREAD  # coder.fleetRouting, its default the placement's
 
     @property
     def placement(self) -> str:

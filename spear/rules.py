@@ -225,6 +225,9 @@ PILOT_RING, GENERAL_RING, STABLE_RING = RINGS
 PRIORITY_CLASSES = {"interactive": 0, "background": 10}
 DEFAULT_PRIORITY_CLASS = "interactive"
 CACHE_SALT_SCOPES = ("team", "developer")
+# How the gateway picks a pod of a fleet track (gateway.coder.fleetRouting; spear/affinity.py).
+PREFIX_AFFINITY, SERVICE_SPREAD = "prefix-affinity", "service"
+FLEET_ROUTINGS = (PREFIX_AFFINITY, SERVICE_SPREAD)
 STABLE_TRACK, CANARY_TRACK = "stable", "canary"
 
 

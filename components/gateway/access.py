@@ -13,7 +13,7 @@ import pulumi_kubernetes as k8s
 
 from components.endpoints import Endpoint
 from components.gateway.keys import GatewayKey, GatewayKeyArgs
-from components.gateway.render import Route, upstream_key_env
+from components.gateway.render import FLEET_API_ENV, Route, upstream_key_env
 from components.hostops.smoke_test import SmokeTest, SmokeTestArgs
 from components.vllm_fleet import Track
 from config.types import Developer
@@ -45,17 +45,27 @@ class FleetRoutes:
     cache_salt_scope: str  # team or developer (vllmFleet.tenancy.cacheSalt)
     provider: k8s.Provider  # the fleet's cluster
     cluster: pulumi.Input[dict]  # secret: kube_api.cluster_access(...), for the checks
+    # prefix-affinity (gateway.coder.fleetRouting): the API server, its CA and the token that
+    # reads the tracks' EndpointSlices (VllmFleet.router, a secret); None: the Services pick.
+    router: pulumi.Output[dict[str, str]] | None = None
 
     def routes(self) -> list[pulumi.Output[Route]]:
         return [pulumi.Output.from_input(track.address).apply(
             lambda address, t=track: Route(
                 fleet_route(t.name), f"http://{address}:{t.port}/v1", t.served_model, True,
-                track=t.name, cache_salt=True, priority=self.priority))
+                track=t.name, cache_salt=True, priority=self.priority,
+                pods=(*t.service, t.port) if self.router is not None else None))
             for track in self.tracks]
 
-    def keys(self) -> dict[str, pulumi.Input[str]]:
-        """The env var of each route's key (render.upstream_key_env) -> vLLM's key."""
-        return {upstream_key_env(fleet_route(t.name)): self.api_key for t in self.tracks}
+    def environment(self) -> dict[str, pulumi.Input[str]]:
+        """The gateway's env for the fleet: each route's key (render.upstream_key_env) -> vLLM's
+        key, and with prefix affinity where its pods are listed from (render.FLEET_API_ENV)."""
+        env: dict[str, pulumi.Input[str]] = {
+            upstream_key_env(fleet_route(t.name)): self.api_key for t in self.tracks}
+        if self.router is not None:
+            env.update({name: self.router.apply(lambda r, part=part: r[part])
+                        for part, name in FLEET_API_ENV.items()})
+        return env
 
     def route_tracks(self) -> dict[str, str]:
         """Route -> track, for the rings (spear.rules.ring_routes)."""

@@ -74,7 +74,7 @@ class ClusterGateway(pulumi.ComponentResource):
             opts=on_cluster)
         env: dict[str, pulumi.Input[str]] = {
             MASTER_KEY_ENV: args.master_key, FRONTIER_KEY_ENV: args.frontier_api_key,
-            DATABASE_URL_ENV: args.database_url, **fleet.keys()}
+            DATABASE_URL_ENV: args.database_url, **fleet.environment()}
         self.secret = k8s.core.v1.Secret(
             f"{name}-credentials",
             metadata={"name": manifests.SECRET, "namespace": place.namespace,

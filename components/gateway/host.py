@@ -241,7 +241,7 @@ class HostGateway(pulumi.ComponentResource):
                                        depends_on=[self.fleet_proofs[track.name].smoke_test]))
         if fleet:
             routes.extend(fleet.routes())
-            env.update(fleet.keys())
+            env.update(fleet.environment())
         proofs = [r for p in self.fleet_proofs.values() for r in (p.verification, p.smoke_test)]
         upstream_names = [*args.upstreams, *([FLEET_UPSTREAM] if fleet else [])]
 

@@ -32,7 +32,7 @@ HOOK_FILES = {
     **{f"spear_gateway/{path.name}": path
        for path in sorted((HOSTS_DIR / "spear_gateway").glob("*.py"))},
     **{f"spear/{name}": SPEAR_DIR / name
-       for name in ("__init__.py", "rules.py", "tool_calls.py", "probes.py", "smoke.py",
+       for name in ("__init__.py", "affinity.py", "rules.py", "tool_calls.py", "probes.py", "smoke.py",
                     "receipts.py")},
 }
 TUNNEL_TEMPLATE = HOSTS_DIR / "spear-tunnel.service"
@@ -41,6 +41,9 @@ TUNNEL_TEMPLATE = HOSTS_DIR / "spear-tunnel.service"
 MASTER_KEY_ENV = "LITELLM_MASTER_KEY"
 FRONTIER_KEY_ENV = "FRONTIER_API_KEY"
 DATABASE_URL_ENV = "DATABASE_URL"
+# Where prefix-affinity routing lists the fleet's pods (hosts/gateway/spear_gateway/settings.py).
+FLEET_API_ENV = {"server": "SPEAR_FLEET_API_SERVER", "ca": "SPEAR_FLEET_API_CA",
+                 "token": "SPEAR_FLEET_API_TOKEN"}
 
 
 DEFAULT_MAX_TOKENS = 4096
@@ -100,6 +103,9 @@ class Route:
     # --scheduling-policy priority); nothing is sent to an upstream that would refuse it.
     cache_salt: bool = False
     priority: bool = False
+    # (namespace, Service, port) of a fleet track whose pod the hook picks by prefix affinity
+    # (gateway.coder.fleetRouting; spear_gateway/pods.py); None: the Service picks.
+    pods: tuple[str, str, int] | None = None
 
     @classmethod
     def tunnel(cls, endpoint: str, client_port: int, served_model: str, needs_key: bool) -> Route:
@@ -108,7 +114,7 @@ class Route:
 
 def model_info(route: Route) -> dict[str, object]:
     """What the hook reads of a deployment (hosts/gateway/spear_gateway: spear_track,
-    spear_cache_salt, spear_priority)."""
+    spear_cache_salt, spear_priority, spear_pods)."""
     info: dict[str, object] = {"id": route.endpoint}
     if route.track:
         info["spear_track"] = route.track
@@ -116,6 +122,8 @@ def model_info(route: Route) -> dict[str, object]:
         info["spear_cache_salt"] = True
     if route.priority:
         info["spear_priority"] = True
+    if route.pods:
+        info["spear_pods"] = dict(zip(("namespace", "service", "port"), route.pods))
     return info
 
 

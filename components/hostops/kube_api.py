@@ -54,15 +54,30 @@ def _named(items: list[dict[str, Any]] | None, name: str, what: str) -> dict[str
     raise RemoteError(f"the kubeconfig has no {what} named {name!r}")
 
 
+def _entries(access: Mapping[str, Any]) -> tuple[Path, str, dict[str, Any], dict[str, Any]]:
+    """The kubeconfig's folder, and its context's name, cluster and user entries."""
+    config, base = _kubeconfig(access)
+    context_name = access.get("context") or config.get("current-context")
+    context = _named(config.get("contexts"), context_name, "context")
+    return (base, context_name, _named(config.get("clusters"), context.get("cluster"), "cluster"),
+            _named(config.get("users"), context.get("user"), "user"))
+
+
+def api_server(access: Mapping[str, Any]) -> dict[str, str]:
+    """The context's API server as a client elsewhere reaches it with a token of its own: its
+    URL and CA (base64 PEM, as a kubeconfig's certificate-authority-data)."""
+    base, _, cluster, _ = _entries(access)
+    ca = cluster.get("certificate-authority-data") or (base64.b64encode(
+        (base / cluster["certificate-authority"]).read_bytes()).decode()
+        if cluster.get("certificate-authority") else "")
+    return {"server": cluster.get("server", ""), "ca": ca}
+
+
 class KubeApi:
     """Requests to the API server of the kubeconfig's context."""
 
     def __init__(self, access: Mapping[str, Any]) -> None:
-        config, base = _kubeconfig(access)
-        context_name = access.get("context") or config.get("current-context")
-        context = _named(config.get("contexts"), context_name, "context")
-        cluster = _named(config.get("clusters"), context.get("cluster"), "cluster")
-        user = _named(config.get("users"), context.get("user"), "user")
+        base, context_name, cluster, user = _entries(access)
         url = urlsplit(cluster.get("server", ""))
         if url.scheme != "https" or not url.hostname:
             raise RemoteError(f"kubeconfig context {context_name!r}: the server must be an"

@@ -18,13 +18,14 @@ out (maxSurge 1, maxUnavailable 0) and pulumi-kubernetes waits until the rollout
 
 from __future__ import annotations
 
+import base64
 from dataclasses import dataclass, field
 from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.hostops.kube_api import cluster_access
+from components.hostops.kube_api import api_server, cluster_access
 from components.vllm_fleet import alerts, dashboard, manifests, monitoring
 from config.types import Hatch, ServingPair
 from config.types import VllmFleet as FleetConfig
@@ -39,6 +40,7 @@ class Track:
     name: str  # STABLE or CANARY
     address: pulumi.Input[str]  # the Service's cluster IP (the stack's, when it fixes one)
     port: int
+    service: tuple[str, str]  # (namespace, name): where its pods' EndpointSlices are
     served_model: str
     pair: dict[str, Any]  # the (image, model, revision) it runs
     generation: pulumi.Output[Any]  # the Deployment's: moves with every change of its pods
@@ -61,6 +63,9 @@ class VllmFleetArgs:
     # is, and the master key it asks for (secret).
     gateway: monitoring.GatewayTarget | None = None
     gateway_key: pulumi.Input[str] | None = None
+    # The gateway picks the tracks' pods itself (gateway.coder.fleetRouting prefix-affinity):
+    # it gets a token that reads their EndpointSlices.
+    pod_router: bool = False
 
 
 class VllmFleet(pulumi.ComponentResource):
@@ -135,6 +140,7 @@ class VllmFleet(pulumi.ComponentResource):
         self.canary_service = None if cfg.canary is None else k8s.core.v1.Service(
             f"{name}-canary-service", **manifests.service(cfg, CANARY),
             opts=after(self.namespace, delete_before_replace=True))
+        self.router = self._router(name, cfg, after) if args.pod_router else None
         self.tracks = [self._track(STABLE, cfg.stable, self.stable, self.service, cfg)]
         if self.canary is not None and self.canary_service is not None:
             self.tracks.append(self._track(CANARY, cfg.canary.pair, self.canary, self.canary_service, cfg))
@@ -222,11 +228,27 @@ class VllmFleet(pulumi.ComponentResource):
             opts=after(binding, config, self.alert_rules, *made))
         return [*made, account, role, binding, config, server]
 
+    def _router(self, name: str, cfg: FleetConfig, after: Any) -> pulumi.Output[dict[str, str]]:
+        """The gateway's read of the pods (manifests.router_access): the API server, its CA and
+        the token (secret)."""
+        made = manifests.router_access(cfg)
+        account = k8s.core.v1.ServiceAccount(f"{name}-router-account", **made["account"],
+                                             opts=after(self.namespace))
+        role = k8s.rbac.v1.Role(f"{name}-router-role", **made["role"], opts=after(self.namespace))
+        k8s.rbac.v1.RoleBinding(f"{name}-router-binding", **made["binding"],
+                                opts=after(role, account))
+        # pulumi-kubernetes waits until the token controller has filled a token Secret.
+        token = k8s.core.v1.Secret(f"{name}-router-token", **made["token"], opts=after(account))
+        return pulumi.Output.secret(pulumi.Output.all(self.cluster, token.data).apply(
+            lambda both: {**api_server(both[0]),
+                          "token": base64.b64decode(both[1]["token"]).decode()}))
+
     @staticmethod
     def _track(track: str, pair: ServingPair, deployment: k8s.apps.v1.Deployment,
                service: k8s.core.v1.Service, cfg: FleetConfig) -> Track:
         return Track(name=track, address=cfg.service_ips.get(track) or service.spec.cluster_ip,
                      port=cfg.vllm.port,
+                     service=(cfg.namespace, manifests.service_name(track)),
                      served_model=cfg.vllm.served_model_name,
                      pair={"image": cfg.image_ref(pair), "model": pair.model, "revision": pair.revision},
                      generation=deployment.metadata.generation, after=[deployment, service],

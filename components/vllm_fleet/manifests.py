@@ -123,6 +123,31 @@ def service(fleet: VllmFleet, track: str) -> dict[str, Any]:
             "spec": spec}
 
 
+# Who the gateway's prefix-affinity routing reads the tracks' pods as (gateway.coder.fleetRouting).
+ROUTER = "spear-gateway-router"
+
+
+def router_access(fleet: VllmFleet) -> dict[str, dict[str, Any]]:
+    """The gateway's read of the tracks' EndpointSlices, and nothing else: a ServiceAccount with
+    a Role that may only get, list and watch them in the fleet's namespace, and a token Secret
+    for it (the token controller fills it; the gateway host has no ServiceAccount of its own)."""
+    meta = {"name": ROUTER, "namespace": fleet.namespace}
+    return {
+        "account": {"metadata": meta},
+        "role": {"metadata": meta, "rules": [{"apiGroups": ["discovery.k8s.io"],
+                                              "resources": ["endpointslices"],
+                                              "verbs": ["get", "list", "watch"]}]},
+        "binding": {"metadata": meta,
+                    "role_ref": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                                 "name": ROUTER},
+                    "subjects": [{"kind": "ServiceAccount", "name": ROUTER,
+                                  "namespace": fleet.namespace}]},
+        "token": {"metadata": {**meta, "name": f"{ROUTER}-token",
+                               "annotations": {"kubernetes.io/service-account.name": ROUTER}},
+                  "type": "kubernetes.io/service-account-token"},
+    }
+
+
 def model_cache_claim(fleet: VllmFleet) -> dict[str, Any]:
     cache = fleet.model_cache
     spec: dict[str, Any] = {"accessModes": [cache.access_mode],

@@ -23,7 +23,8 @@ from config.types import (DATABASE_LOCATIONS, EXTERNAL_DATABASE, FRONTIER_API_KE
                           GATEWAY_TLS_CERTIFICATE, GATEWAY_TLS_KEY, LOCAL_DATABASE, ApiKey,
                           ClusterBackupPlan, DatabaseBackupPlan, Gateway, GatewayCluster,
                           GatewayDatabase, GatewayTls, Hatch, PackageSource, Pricing, TlsListener)
-from spear.rules import FLEET_UPSTREAM, alert_below_cap, is_loopback
+from spear.rules import (FLEET_ROUTINGS, FLEET_UPSTREAM, PREFIX_AFFINITY, SERVICE_SPREAD,
+                         alert_below_cap, is_loopback)
 
 LOOPBACK_LISTEN_TEXT = ("a loopback address such as 127.0.0.1 (plain HTTP stays on the gateway"
                         " host; others reach it by name over TLS at gateway.listen.tls)")
@@ -97,6 +98,11 @@ GATEWAY = declared(
                          "the declared endpoints `coder` routes to"),
         "numRetries": Opt(Int(0, 10), "retries before the hatch", default=2),
         "requestTimeout": Opt(Int(1, 3600), "seconds", default=600),
+        "fleetRouting": Opt(Choice(FLEET_ROUTINGS), "how a fleet track's pod is picked:"
+                            " prefix-affinity (a tenant's conversation to the pod holding its"
+                            " prefix, bounded by load) or service (the track's Service, at"
+                            " random); default prefix-affinity on a gateway host, service in"
+                            " the cluster", default=None),
         "pricePerMillionTokensUsd": _price(DEFAULT_PRICE),
     }), "the fleet's one model name, `coder`"),
     hatch=Opt(declared(Hatch, pricePerMillionTokensUsd=_price(DEFAULT_HATCH_PRICE)),
@@ -178,6 +184,12 @@ def parse(check: Checker, value: Any, secret_values: Mapping[str, Any], ssh_keys
     # A key without a backup is kept: it still decrypts the dumps taken before the timer went.
     coder, hatch = gateway["coder"], gateway["hatch"]
     upstreams = coder and _upstreams(check, coder["upstreams"], endpoint_names, keyless, in_cluster)
+    routing = coder and coder["fleetRouting"]
+    if in_cluster and routing == PREFIX_AFFINITY:
+        check.fail("gateway.coder.fleetRouting", routing,
+                   f"{SERVICE_SPREAD} with gateway.kubernetes ({PREFIX_AFFINITY} lists the pods"
+                   " from the API server the stack's kubeconfig names, which a gateway host"
+                   " reaches and the gateway's pods may not)")
     if hatch and hatch["monthlyCapUsd"] is not None and hatch["alertUsd"] is not None \
             and not alert_below_cap(hatch["alertUsd"], hatch["monthlyCapUsd"]):
         check.fail("gateway.hatch.alertUsd", hatch["alertUsd"],
@@ -189,6 +201,7 @@ def parse(check: Checker, value: Any, secret_values: Mapping[str, Any], ssh_keys
                    litellm_version=gateway["litellm"]["version"], packages=packages,
                    database=database, upstreams=upstreams, num_retries=coder["numRetries"],
                    request_timeout=coder["requestTimeout"],
+                   fleet_routing=routing or (SERVICE_SPREAD if in_cluster else PREFIX_AFFINITY),
                    pricing=_pricing(coder["pricePerMillionTokensUsd"]),
                    hatch=build(Hatch, hatch, pricing=_pricing(hatch["pricePerMillionTokensUsd"])),
                    kubernetes=cluster,

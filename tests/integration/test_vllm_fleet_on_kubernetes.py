@@ -6,6 +6,8 @@ its database, the real engine and the real pulumi-kubernetes provider. One lifec
 up makes the fleet, proves each track from the gateway host and routes `coder` to it, with every
 developer's smoke test answered by the fleet's pods; a second up changes nothing; the gateway
 stamps each request's cache_salt (per team) and priority (per key) whatever the client sent; a
+conversation's turns stay on one pod (prefix affinity) while the conversations spread over the
+pods, and a removed pod's conversations move to the pods left; a
 canary gets its own Service and only the pilot ring's requests, never anyone else's; a broken
 canary (a chat template without tool calls) fails the up at its verification, naming the probe
 and the reason; a promotion without a passing gate record is refused, with one the canary's pair
@@ -159,10 +161,12 @@ def keys(project: Project) -> dict[str, str]:
     return {dev: harnesses[dev]["qwen-code"]["env"]["OPENAI_API_KEY"] for dev in DEVELOPERS}
 
 
-def ask(key: str, **extra: Any) -> tuple[int, dict[str, str], dict[str, Any]]:
-    """One `coder` chat completion through the gateway: (status, headers, answer)."""
-    body = {"model": "coder", "max_tokens": 32, **extra,
-            "messages": [{"role": "user", "content": "Reply with exactly: SPEAR-BACKEND-OK"}]}
+def ask(key: str, messages: list[dict[str, str]] | None = None,
+        **extra: Any) -> tuple[int, dict[str, str], dict[str, Any]]:
+    """One `coder` chat completion through the gateway (by default the smoke test's ask):
+    (status, headers, answer)."""
+    body = {"model": "coder", "max_tokens": 32, **extra, "messages": messages or [
+        {"role": "user", "content": "Reply with exactly: SPEAR-BACKEND-OK"}]}
     request = urllib.request.Request(f"http://127.0.0.1:{PROXY_PORT}/v1/chat/completions",
                                      data=json.dumps(body).encode(), headers={
                                          "Content-Type": "application/json", "Authorization": f"Bearer {key}"})
@@ -245,6 +249,62 @@ def test_the_gateway_stamps_each_requests_cache_salt_and_priority_whatever_the_c
     # Every request that came through the gateway carries a tenant's salt (the track's proofs
     # ask the pods directly from the gateway host, and carry none).
     assert {r["cache_salt"] for r in records} <= {*salt.values(), None}
+
+
+def turn(key: str, messages: list[dict[str, str]]) -> str:
+    """One turn of a conversation through the gateway: the pod that answered it."""
+    status, headers, answer = ask(key, messages=messages)
+    assert status == 200, answer
+    return headers["llm_provider-x-spear-standin-pod"]
+
+
+def conversation(first_ask: str, turns: int) -> list[list[dict[str, str]]]:
+    """Each turn's messages: the system prompt, the first ask, and every exchange since."""
+    messages = [{"role": "system", "content": "You are a coding agent in a repository."},
+                {"role": "user", "content": first_ask}]
+    out = []
+    for i in range(turns):
+        out.append(list(messages))
+        messages += [{"role": "assistant", "content": "SPEAR-BACKEND-OK"},
+                     {"role": "user", "content": f"Now step {i + 2}."}]
+    return out
+
+
+def ready_pods(client) -> set[str]:
+    slices = client.get(f"/apis/discovery.k8s.io/v1/namespaces/{NAMESPACE}/endpointslices"
+                        "?labelSelector=kubernetes.io%2Fservice-name%3Dvllm")["items"]
+    return {e["targetRef"]["name"] for s in slices for e in s.get("endpoints") or []
+            if (e.get("conditions") or {}).get("ready")}
+
+
+def test_a_conversations_turns_stay_on_one_pod_sessions_spread_and_a_removed_pods_move(fleet):
+    project, client = fleet
+    key = keys(project)
+    pods = pod_names(client, "stable")
+    assert len(pods) == 2
+    # Eight conversations each of two tenants (platform's ana, research's cyn), three turns each.
+    sessions = {(dev, i): conversation(f"Task {i} of {dev}: fix the parser.", 3)
+                for dev in ("ana", "cyn") for i in range(8)}
+    landed = {session: [turn(key[session[0]], messages) for messages in turns]
+              for session, turns in sessions.items()}
+    # Every turn of a conversation on its first turn's pod (its prefix is cached there)...
+    assert all(len(set(on)) == 1 for on in landed.values()), landed
+    # ... and the conversations spread over both pods, for each tenant.
+    for dev in ("ana", "cyn"):
+        assert {on[0] for (d, _), on in landed.items() if d == dev} == pods, landed
+    # A pod that leaves: its conversations' next turns go to a pod that is there, and stay there.
+    gone = landed[("ana", 0)][0]
+    moved = [s for s, on in landed.items() if on[0] == gone]
+    assert client.request("DELETE", f"/api/v1/namespaces/{NAMESPACE}/pods/{gone}")[0] == 200
+    deadline = time.monotonic() + 60
+    while gone in ready_pods(client) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert gone not in ready_pods(client)
+    time.sleep(3)  # the gateway lists the pods every second
+    for session in moved:
+        follow = conversation(sessions[session][0][1]["content"], 5)[3:]
+        now = [turn(key[session[0]], messages) for messages in follow]
+        assert gone not in now and len(set(now)) == 1, (session, now)
 
 
 def test_a_canary_gets_its_own_service_and_only_the_pilot_rings_requests(fleet):

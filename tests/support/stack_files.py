@@ -170,6 +170,8 @@ SEED_COMMAND_LINE = (
 
 
 STACK_REFERENCE = "pulumi:pulumi:StackReference"
+SERVICE_ACCOUNT_TOKEN = "kubernetes.io/service-account-token"
+MOCK_TOKEN_B64 = "bW9jay1yb3V0ZXItdG9rZW4="  # base64 of mock-router-token
 
 
 class RecordingMocks(pulumi.runtime.Mocks):
@@ -184,6 +186,8 @@ class RecordingMocks(pulumi.runtime.Mocks):
         if args.typ == STACK_REFERENCE:
             return [args.name, {**args.inputs, "outputs": self.stack_outputs,
                                 "secretOutputNames": []}]
+        if args.inputs.get("type") == SERVICE_ACCOUNT_TOKEN:  # as the token controller fills it
+            return [f"{args.name}-id", {**args.inputs, "data": {"token": MOCK_TOKEN_B64}}]
         return [f"{args.name}-id", args.inputs]
 
     def call(self, args: pulumi.runtime.MockCallArgs):

@@ -175,7 +175,7 @@ def test_the_config_refuses_what_the_cluster_placement_cannot_do_all_at_once():
     gateway = raw["gateway"]
     gateway["ssh"] = {"host": "gw.internal"}
     gateway["database"] = {"location": "local"}
-    gateway["coder"]["upstreams"] = ["vllmFleet", "local"]
+    gateway["coder"].update(upstreams=["vllmFleet", "local"], fleetRouting="prefix-affinity")
     gateway["kubernetes"].update(replicas=1, image="localhost/spear-fleet/litellm-gateway:latest")
     said = problems(raw)
     for line in (
@@ -188,8 +188,15 @@ def test_the_config_refuses_what_the_cluster_placement_cannot_do_all_at_once():
         "spear-fleet:gateway.kubernetes.replicas: got 1; allowed: an integer 2-50",
         "spear-fleet:gateway.kubernetes.image: got 'localhost/spear-fleet/litellm-gateway:latest';"
         " allowed: an image that pins LiteLLM",
+        "spear-fleet:gateway.coder.fleetRouting: got 'prefix-affinity'; allowed: service with"
+        " gateway.kubernetes",
     ):
         assert line in said, said
+
+
+def test_the_cluster_gateway_leaves_the_pick_to_the_services_and_makes_no_token(cluster):
+    assert "spear_pods" not in cluster.inputs["gateway-config"]["data"]["config.yaml"]
+    assert not [name for name in cluster.inputs if name.startswith("vllm-router")]
 
 
 def test_the_cluster_placement_needs_the_shared_databases_url():

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import copy
 import runpy
+import tempfile
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pulumi
@@ -31,11 +33,23 @@ SECRETS = ["spear-fleet:sshPrivateKeys", "spear-fleet:gatewayMasterKey",
 _SIG, _SECRET = "4dabf18193072939515e22adb298388d", "1b47061264138c4ac30d75fd1eb44270"
 
 
+KUBECONFIG = Path(tempfile.mkdtemp(prefix="spear-unit-")) / "kubeconfig"
+KUBECONFIG.write_text(yaml.safe_dump({
+    "apiVersion": "v1", "kind": "Config", "current-context": "local",
+    "clusters": [{"name": "local", "cluster": {"server": "https://127.0.0.1:6440",
+                                               "certificate-authority-data": "Q0EtUEVN"}}],
+    "contexts": [{"name": "local", "context": {"cluster": "local", "user": "admin"}}],
+    "users": [{"name": "admin", "user": {"token": "admin-token"}}]}))
+
+
 def local_raw() -> dict[str, Any]:
     """The local stack with its keys given as secrets (no key files needed) and its secrets (the
     gateway's two, vLLM's key) decrypted to placeholders."""
     raw = stack_raw("local")
     del raw["inferenceHosts"]["local"]["ssh"]["privateKeyPath"], raw["gateway"]["ssh"]["privateKeyPath"]
+    # The cluster's kubeconfig as its start writes it (the program reads its API server for the
+    # gateway's pod listing), without a cluster.
+    raw["vllmFleet"]["kubeconfig"] = str(KUBECONFIG)
     return {**raw, "sshPrivateKeys": {"local": DUMMY_KEY, "gateway": DUMMY_KEY},
             "gatewayMasterKey": MASTER_KEY, "frontierApiKey": FRONTIER_KEY,
             "vllmApiKey": "sk-vllm-PLACEHOLDER"}
@@ -274,9 +288,13 @@ def test_coder_routes_to_the_fleets_stable_service_at_its_fixed_cluster_ip_prove
     [fleet] = [m for m in config["model_list"] if m.get("model_info", {}).get("id") == "vllm-stable"]
     assert fleet["litellm_params"]["api_base"] == "http://10.96.100.10:8000/v1"
     assert fleet["litellm_params"]["api_key"] == "os.environ/SPEAR_UPSTREAM_KEY_VLLM_STABLE"
-    # The hook stamps both fields on it (the local fleet schedules by priority), neither on the host.
+    # The hook stamps both fields on it (the local fleet schedules by priority), neither on the
+    # host; and picks its pod by prefix affinity, from the Service's EndpointSlices (the default
+    # on a gateway host), falling back to the Service's address above.
     assert fleet["model_info"] == {"id": "vllm-stable", "spear_track": "stable",
-                                   "spear_cache_salt": True, "spear_priority": True}
+                                   "spear_cache_salt": True, "spear_priority": True,
+                                   "spear_pods": {"namespace": "vllm", "service": "vllm",
+                                                  "port": 8000}}
     [host] = [m for m in config["model_list"] if m.get("model_info", {}).get("id") == "local"]
     assert host["model_info"] == {"id": "local"}
     assert config["environment_variables"]["SPEAR_CACHE_SALT_SCOPE"] == "team"
@@ -287,6 +305,24 @@ def test_coder_routes_to_the_fleets_stable_service_at_its_fixed_cluster_ip_prove
     # vLLM's key reaches the gateway only in its 0600 env file, as a secret.
     assert "SPEAR_UPSTREAM_KEY_VLLM_STABLE=\"sk-vllm-PLACEHOLDER\"" in local.inputs["gateway-env"]["content"]
     assert is_secret(local.registered["gateway-env"]["content"])
+    # The token that lists the pods: the fleet's own, read-only on EndpointSlices, in the env file.
+    assert "SPEAR_FLEET_API_TOKEN=\"mock-router-token\"" in local.inputs["gateway-env"]["content"]
+    assert 'SPEAR_FLEET_API_SERVER="https://127.0.0.1:6440"' in local.inputs["gateway-env"]["content"]
+    assert 'SPEAR_FLEET_API_CA="Q0EtUEVN"' in local.inputs["gateway-env"]["content"]
+    assert local.inputs["vllm-router-role"]["rules"] == [{
+        "apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"],
+        "verbs": ["get", "list", "watch"]}]
+    assert local.inputs["vllm-router-token"]["type"] == "kubernetes.io/service-account-token"
+
+
+def test_fleet_routing_service_leaves_the_pick_to_the_service_and_makes_no_token(local):
+    spread = run_program(edited(lambda raw: raw["gateway"]["coder"].update(fleetRouting="service")))
+    import yaml
+    config = yaml.safe_load(spread.inputs["gateway-config"]["content"])
+    [fleet] = [m for m in config["model_list"] if m.get("model_info", {}).get("id") == "vllm-stable"]
+    assert "spear_pods" not in fleet["model_info"]
+    assert "SPEAR_FLEET_API" not in spread.inputs["gateway-env"]["content"]
+    assert not [name for name in spread.inputs if name.startswith("vllm-router")]
 
 
 def test_each_developers_gateway_smoke_test_must_be_answered_by_every_route_its_ring_reaches(local):

@@ -32,6 +32,8 @@ config.yaml:
           spear_cache_salt: true                 # a vLLM fleet: takes cache_salt
           spear_priority: true                   # vLLM with --scheduling-policy priority
                                                  # (absent/false: the field is never sent)
+          spear_pods: {namespace: vllm, service: vllm, port: 8000}  # prefix-affinity routing:
+                                                 # the hook picks the Service's pod (pods.py)
       - model_name: frontier                   # = SPEAR_HATCH_MODEL
         litellm_params:
           model: anthropic/<model>
@@ -54,6 +56,8 @@ config.yaml:
       SPEAR_HOLD_TTL_SECONDS: "3600"           # a hold never settled (a process that died
                                                # mid-request) is charged in full after it
       SPEAR_CACHE_SALT_SCOPE: "team"           # team (default) or developer
+    # With spear_pods, in the env file (the token is a secret): SPEAR_FLEET_API_SERVER (https),
+    # SPEAR_FLEET_API_CA (base64 PEM) and SPEAR_FLEET_API_TOKEN, which lists EndpointSlices.
     general_settings:
       master_key: os.environ/LITELLM_MASTER_KEY
       enforce_fallback_model_access: false     # 1.108+: else a key scoped to coder never

@@ -73,6 +73,11 @@ Tenancy: cache_salt, priority and rings (spear_gateway/tenancy.py says what and 
    three dialects are stamped alike (measured on both versions with stand-ins that record each
    body: tests/integration/test_gateway_stamping.py). Nothing is refused in this hook: a refusal
    here would count as a failure of the deployment (see "Rejected" above).
+8. Prefix affinity: in the same hook, a fleet track's deployment whose model_info names its pods
+   (`spear_pods`) gets the `api_base` of the pod spear/affinity.py picks (pods.py lists them),
+   which the wrapper then calls (`original_function(*args, **kwargs)` with the hook's kwargs, the
+   same lines as 7.), without the router's client for the Service's address; a retry picks again. The pod is released when the request ends (success,
+   failure, a client gone), and a pod that refused the connection is skipped for the next pick.
 
 Budgets: `async_pre_call_hook` (before routing) reserves the request's worst case against the
 key's max_budget (user_api_key_dict.max_budget / .spend / .budget_reset_at) in the shared ledger
@@ -111,12 +116,14 @@ from litellm.integrations.custom_logger import CustomLogger
 from spear_gateway import edits, exporter, metrics, tls_listener
 from spear_gateway.budget import ContractViolation, HoldExpired, Ledger
 from spear_gateway.hatch import FleetFailure, fleet_failure
+from spear_gateway.pods import FleetApi, PodDirectory, Track
 from spear_gateway.pricing import (Prices, StreamedUsage, output_limit,
                                    prompt_tokens_upper_bound, usage_of, usage_usd, worst_case_usd)
 from spear_gateway.settings import Settings
 from spear_gateway.tenancy import BadPriority, Tenant, ring_deployments, stamp, take_owned
 from spear_gateway.thinking import drop_thinking
 from spear_gateway.tool_types import is_responses, keep_function_tools
+from spear.affinity import session_key
 
 log = logging.getLogger("spear_gateway")
 # How often a stream's use so far is written to the ledger, for its hold's expiry should this
@@ -198,6 +205,8 @@ class SpearGateway(CustomLogger):
         self._in_flight: dict[str, InFlight] = {}
         self._background: set[asyncio.Task] = set()  # settlements and checkpoints of streams
         metrics.IN_FLIGHT.set_function(lambda: len(self._in_flight))
+        self.pods = PodDirectory(FleetApi(*self.settings.fleet_api)
+                                 if self.settings.fleet_api else None)
         edits.mount(self)
 
     async def store(self) -> Any:
@@ -307,6 +316,7 @@ class SpearGateway(CustomLogger):
         cutoff = time.monotonic() - self.settings.hold_ttl_seconds
         for request_id in [r for r, f in self._in_flight.items() if f.admitted < cutoff]:
             del self._in_flight[request_id]
+            self.pods.release(request_id)
 
     # -- 2. the hatch (router level) ---------------------------------------------------------
 
@@ -318,6 +328,9 @@ class SpearGateway(CustomLogger):
         error = kwargs.get("exception")
         if isinstance(error, BaseException):
             request.failure, request.error = fleet_failure(error), error
+            pod = self.pods.assigned(_event_metadata(kwargs).get(REQUEST_ID))
+            if pod is not None and request.failure.status == "connection":
+                self.pods.quarantine(pod)  # the retry picks another (pods.py)
 
     async def async_filter_deployments(self, model: str, healthy_deployments: list,
                                        messages: Any, request_kwargs: dict | None = None,
@@ -355,6 +368,17 @@ class SpearGateway(CustomLogger):
             return None
         info = kwargs.get("model_info") or _metadata(kwargs).get("model_info") or {}
         stamp(kwargs, info, decided["cache_salt"], decided["priority"])
+        track = Track.of(info)
+        if track is not None:  # a fleet track routed by prefix affinity (pods.py)
+            pod = self.pods.assign(_metadata(kwargs).get(REQUEST_ID), track,
+                                   session_key(decided["cache_salt"], kwargs.get("messages")))
+            if pod is not None:
+                kwargs["api_base"] = f"http://{pod}/v1"
+                # The router hands over its client for the Service's address (router.py 1.91.1
+                # l.2667 `_get_async_openai_model_client`, 1.108.7 the same), which would call
+                # the Service whatever api_base says: without it LiteLLM makes one for the pod's
+                # address and keeps it (its in-memory client cache, keyed by api_base).
+                kwargs.pop("client", None)
         return kwargs
 
     # -- 4. settlement -----------------------------------------------------------------------
@@ -363,6 +387,7 @@ class SpearGateway(CustomLogger):
                                       end_time: Any) -> None:
         request_id = _event_metadata(kwargs).get(REQUEST_ID)
         request = self._in_flight.pop(request_id, None)
+        self.pods.release(request_id)
         if request is None:
             return
         usage = usage_of(response_obj)
@@ -382,6 +407,7 @@ class SpearGateway(CustomLogger):
                                            user_api_key_dict: Any, traceback_str: str | None = None):
         request_id = _metadata(request_data).get(REQUEST_ID)
         request = self._in_flight.pop(request_id, None)
+        self.pods.release(request_id)
         if request is None:
             return None
         if getattr(original_exception, "status_code", None) == CLIENT_GONE:
@@ -453,6 +479,7 @@ class SpearGateway(CustomLogger):
                    streamed: StreamedUsage) -> None:
         """Settle a stream whose client went away: what it used, now, exactly once."""
         request = self._in_flight.pop(request_id, None) if request_id else None
+        self.pods.release(request_id)
         if request is None:
             return  # settled already (its success was logged), or not a coder request
         metrics.SETTLED_ON_DISCONNECT.inc()

@@ -10,6 +10,8 @@ from typing import Mapping
 from spear.rules import CODER_MODEL, FRONTIER_MODEL
 from spear.rules import CACHE_SALT_SCOPES
 
+FLEET_API_PARTS = ("SERVER", "CA", "TOKEN")
+
 
 @dataclass(frozen=True)
 class Settings:
@@ -20,6 +22,9 @@ class Settings:
     default_max_tokens: int
     hold_ttl_seconds: float = 3600.0
     cache_salt_scope: str = "team"  # one cache_salt per team, or per developer
+    # Where the fleet's pods are listed from (prefix-affinity routing, pods.py): the API
+    # server's https URL, its CA (base64 PEM) and the router's token; None: no such routing.
+    fleet_api: tuple[str, str, str] | None = None
 
     @classmethod
     def from_environment(cls, env: Mapping[str, str]) -> Settings:
@@ -46,6 +51,14 @@ class Settings:
         if fleet == env.get("SPEAR_HATCH_MODEL", FRONTIER_MODEL):
             problems.append(f"SPEAR_HATCH_MODEL={fleet!r}: allowed is a model other than the"
                             " fleet's (SPEAR_FLEET_MODEL)")
+        api = tuple(env.get(f"SPEAR_FLEET_API_{part}", "") for part in FLEET_API_PARTS)
+        if any(api) and not all(api):
+            problems.append("SPEAR_FLEET_API_SERVER, _CA and _TOKEN: allowed is all three (the"
+                            " fleet's pods, for prefix-affinity routing) or none; missing "
+                            + ", ".join(f"SPEAR_FLEET_API_{part}" for part, value
+                                        in zip(FLEET_API_PARTS, api) if not value))
+        elif any(api) and not api[0].startswith("https://"):
+            problems.append(f"SPEAR_FLEET_API_SERVER={api[0]!r}: allowed is an https:// URL")
         if problems:
             raise ValueError("spear_gateway: " + "; ".join(problems))
         return cls(fleet_model=env.get("SPEAR_FLEET_MODEL", CODER_MODEL),
@@ -53,6 +66,6 @@ class Settings:
                    hatch_cap_usd=cap_usd,
                    database_url=env.get("SPEAR_BUDGET_DATABASE_URL") or env.get("DATABASE_URL"),
                    default_max_tokens=int(limit), hold_ttl_seconds=float(ttl),
-                   cache_salt_scope=scope)
+                   cache_salt_scope=scope, fleet_api=api if all(api) else None)
 
 
