@@ -7,6 +7,9 @@
 # shellcheck shell=bash
 _spear_repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 export SPEAR_CACHE=${SPEAR_CACHE:-$HOME/.cache/spear-fleet}
+# The CLI's plugins and settings under $HOME, where setup-engine.sh and the tests look for them
+# (the CLI alone would take the password database's home).
+export PULUMI_HOME=${PULUMI_HOME:-$HOME/.pulumi}
 _spear_engine=$("$_spear_repo/scripts/setup-engine.sh") || return 1
 case ":$PATH:" in *":$_spear_engine:"*) ;; *) export PATH="$_spear_engine:$PATH" ;; esac
 # Plugins come from this machine only: a missing one fails fast instead of trying the internet.

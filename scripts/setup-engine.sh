@@ -25,8 +25,12 @@ pulumi_commit=1b5949891b3cefcb9974752b24a5ecef0acc86c8
 command_commit=7f3eb6f3b77cd0fa3895ba437a695dd393f7dd25
 # The Python SDK in requirements.txt must not be newer than the engine that runs it.
 min_version=$(sed -n 's/^pulumi==//p' "$repo/requirements.txt")
-# Where the CLI looks for installed plugins; a .partial file beside it marks an unfinished install.
-command_plugin=${PULUMI_HOME:-$HOME/.pulumi}/plugins/resource-command-v$command_version
+# Where the CLI keeps installed plugins; a .partial file beside it marks an unfinished install.
+# Named, because without PULUMI_HOME the CLI takes the account's home from the password database,
+# not $HOME: under another HOME it installed where this check never looked, and every source of
+# env.sh installed the plugin again (a cold run with a new HOME, 2026-12-06).
+export PULUMI_HOME=${PULUMI_HOME:-$HOME/.pulumi}
+command_plugin=$PULUMI_HOME/plugins/resource-command-v$command_version
 
 say() { echo "setup-engine: $*" >&2; }
 
