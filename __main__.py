@@ -4,6 +4,7 @@ import dataclasses
 
 import pulumi
 
+from components import registrations
 from components.agent_seats import AgentSeats, AgentSeatsArgs
 from components.agent_seats.manifests import GatewayTrust
 from components.endpoints import Endpoint
@@ -104,3 +105,7 @@ if gateway is not None:
 if seats is not None:
     # Per seat: whose it is, its harness and version, and the command that starts the harness.
     pulumi.export("seats", seats.outputs)
+
+
+# Last: the SDK's wait for the registrations is linear only if they have started (why: there).
+registrations.start_before_the_wait()

@@ -11,7 +11,8 @@ give the candidate a route of its own. The three steps:
 3. latency: the trace replayed against the candidate (arrivals at their offsets, at most
    `concurrency` in flight), streamed, with the arrival time of every chunk that carries output.
 Every request and answer goes to the evidence file (JSON lines), with the receipt the gateway
-signed it with (spear/receipts.py: every request asks for one); the record beside it carries
+signed it with (spear/receipts.py: every request asks for one) and, for a stream, the receipt
+that closed it (its text and when the gateway sent each chunk); the record beside it carries
 the evidence's sha256 and the results spear/rollout_gate.py computes from it, which is also
 what the config check and the policy pack recompute. Nothing here judges: it only measures.
 """
@@ -28,7 +29,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -104,7 +105,8 @@ class Endpoint:
         try:
             with self._open(self._request("/v1/chat/completions", body),
                             REQUEST_TIMEOUT) as resp:
-                status, raw, receipt = resp.status, resp.read(), _receipt(resp.headers)
+                status, raw = resp.status, resp.read()
+                receipt = _json(resp.headers.get(receipts.HEADER))
         except urllib.error.HTTPError as error:
             status, raw, receipt = error.code, error.read(), None
         try:
@@ -112,24 +114,30 @@ class Endpoint:
         except ValueError:
             return status, raw.decode("utf-8", "replace"), receipt
 
-    def stream(self, body: dict[str, Any]) -> tuple[int, list[float], str, Any]:
+    def stream(self, body: dict[str, Any]) -> tuple[int, list[float], str, Any, Any]:
         """(status, seconds after sending at which each chunk carrying output arrived, the text,
-        the receipt)."""
+        the header's receipt, the stream's closing receipt: both as JSON or None)."""
         sent = time.monotonic()
-        chunks, text = [], []
+        chunks, text, closing = [], [], None
         try:
             with self._open(self._request("/v1/chat/completions", {**body, "stream": True}),
                             REQUEST_TIMEOUT) as resp:
-                for line in _sse_data(resp):
-                    if line == "[DONE]":
+                for raw in resp:
+                    line = raw.decode().strip()
+                    if line.startswith(receipts.STREAM_COMMENT.strip()):
+                        closing = _json(line[len(receipts.STREAM_COMMENT.strip()):])
+                    if not line.startswith("data:"):
+                        continue
+                    if line[5:].strip() == "[DONE]":
                         break
-                    delta = (json.loads(line).get("choices") or [{}])[0].get("delta") or {}
-                    if delta.get("content") or delta.get("tool_calls"):
+                    delta = (json.loads(line[5:]).get("choices") or [{}])[0].get("delta") or {}
+                    if receipts.carries_output(delta):
                         chunks.append(time.monotonic() - sent)
                         text.append(delta.get("content") or "")
-                return resp.status, chunks, "".join(text), _receipt(resp.headers)
+                receipt = _json(resp.headers.get(receipts.HEADER))
+                return resp.status, chunks, "".join(text), receipt, closing
         except urllib.error.HTTPError as error:
-            return error.code, [], error.read().decode("utf-8", "replace")[:300], None
+            return error.code, [], error.read().decode("utf-8", "replace")[:300], None, None
 
     def gateway_version(self) -> str | None:
         """LiteLLM's version as the gateway reports it (None when it is not a LiteLLM gateway or
@@ -145,20 +153,12 @@ class Endpoint:
         return None
 
 
-def _receipt(headers) -> Any:
-    """The receipt header's JSON as the gateway sent it (checked later, by the config check)."""
-    value = headers.get(receipts.HEADER)
+def _json(value: str | None) -> Any:
+    """A receipt's JSON as the gateway sent it (checked later, by the config check)."""
     try:
         return None if value is None else json.loads(value)
     except ValueError:
         return value
-
-
-def _sse_data(resp) -> Iterator[str]:
-    for raw in resp:
-        line = raw.decode().strip()
-        if line.startswith("data:"):
-            yield line[5:].strip()
 
 
 def tool_call_bodies(route: str, samples: int) -> list[dict[str, Any]]:
@@ -230,10 +230,10 @@ def run(stable: Track, candidate: Track, policy: rollout_gate.Policy,
 
     def send(arrival: traces.Arrival) -> dict[str, Any]:
         body = trace_body(candidate.route, arrival)
-        status, chunks, text, receipt = candidate.endpoint.stream(body)
+        status, chunks, text, receipt, closing = candidate.endpoint.stream(body)
         return {"promptWords": arrival.prompt_words, "maxTokens": arrival.max_tokens,
                 "request": body, "status": status, "chunks": [round(c, 6) for c in chunks],
-                "text": text, "receipt": receipt}
+                "text": text, "receipt": receipt, "closing": closing}
 
     lines += [{"kind": rollout_gate.STREAM, **result}
               for result in replay(arrivals, policy.concurrency, send)]
@@ -268,6 +268,9 @@ def table(record: dict[str, Any], policy: rollout_gate.Policy,
          f"p95 <= {policy.ttft_p95_seconds * 1000:g} ms"),
         ("ITL", " ".join(f"p{q} {latency[f'itlP{q}'] * 1000:.1f} ms" for q in rollout_gate.PERCENTILES),
          f"p95 <= {policy.itl_p95_seconds * 1000:g} ms"),
+        ("at the gateway", f"TTFT p95 {latency['gatewayTtftP95'] * 1000:.1f} ms, ITL p95"
+                           f" {latency['gatewayItlP95'] * 1000:.1f} ms",
+         "signed; the client's are no lower"),
     ]
     width = max(len(r[0]) for r in rows)
     out = [f"gate {record['name']}: {rollout_gate.describe(rollout_gate.pin_from_json(record['pin']).pair)}"]

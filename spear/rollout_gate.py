@@ -34,7 +34,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from spear import receipts, tool_calls
+from spear import fleet, receipts, tool_calls
 from spear.mcnemar import p_value
 from spear.probes import TOOL_REGISTRY
 
@@ -239,7 +239,9 @@ def percentile(values: Sequence[float], q: float) -> float:
 class Results:
     tool_calls: Mapping[str, int]  # total, passed, and a count per validator reason
     paired_eval: Mapping[str, Any]  # tasks, stablePassed, candidatePassed, b, c, p
-    latency: Mapping[str, Any]  # requests, failed, ttftP50..P99, itlP50..P99 (seconds)
+    # requests, failed, ttftP50..P99, itlP50..P99 (seconds, the client's), and the same as the
+    # gateway measured them: gatewayTtftP50..P99, gatewayItlP50..P99
+    latency: Mapping[str, Any]
 
     def to_json(self) -> dict[str, Any]:
         return {"toolCalls": dict(self.tool_calls), "pairedEval": dict(self.paired_eval),
@@ -284,13 +286,23 @@ def results(lines: Sequence[Mapping[str, Any]], tasks: Sequence[Task]) -> tuple[
               "p": p_value(b, c)}
 
     streams = [line for line in lines if line["kind"] == STREAM]
-    served = [line["chunks"] for line in streams if int(line["status"]) == 200 and line["chunks"]]
-    ttft = [chunks[0] for chunks in served]
-    itl = [later - earlier for chunks in served for earlier, later in zip(chunks, chunks[1:])]
+    served = [line for line in streams if int(line["status"]) == 200 and line["chunks"]]
     latency = {"requests": len(streams), "failed": len(streams) - len(served),
-               **{f"ttftP{q}": percentile(ttft, q) for q in PERCENTILES},
-               **{f"itlP{q}": percentile(itl, q) for q in PERCENTILES}}
+               **_percentiles("", [line["chunks"] for line in served]),
+               # beside the client's, as the gateway signed them (receipt_problems checks them)
+               **_percentiles("gateway", [(line.get("closing") or {}).get("chunks") or []
+                                          for line in served])}
     return Results(calls, paired, latency), problems
+
+
+def _percentiles(prefix: str, streams: Sequence[Sequence[float]]) -> dict[str, float]:
+    """TTFT and inter-token latency percentiles of streams' chunk times, named `prefix` + ttftP50
+    and so on (the name capitalised after a prefix)."""
+    ttft = [chunks[0] for chunks in streams if chunks]
+    itl = [later - earlier for chunks in streams for earlier, later in zip(chunks, chunks[1:])]
+    name = (lambda n: prefix + n[0].upper() + n[1:]) if prefix else (lambda n: n)
+    return {**{name(f"ttftP{q}"): percentile(ttft, q) for q in PERCENTILES},
+            **{name(f"itlP{q}"): percentile(itl, q) for q in PERCENTILES}}
 
 
 def failures(found: Results, policy: Policy) -> list[str]:
@@ -430,7 +442,8 @@ def judge(name: str, value: Any, evidence: bytes | None, tasks: Sequence[Task], 
     passes receipts=False: the config check, which runs first in the same preview, checked them."""
     record, problems = check_record(value, evidence, tasks, policy)
     if record is not None and evidence is not None and receipts:
-        problems = ([f"evidence: {p}" for p in receipt_problems(evidence, tasks, receipt_key)]
+        problems = ([f"evidence: {p}" for p in receipt_problems(evidence, tasks, receipt_key,
+                                                                 record.pin)]
                     if receipt_key is not None else
                     ["evidence: its receipts cannot be checked: the stack declares no"
                      " gatewayMasterKey (the gateway that signed its answers)"])
@@ -444,16 +457,23 @@ def _lines_named(numbers: Sequence[int]) -> str:
     return f"line{'s' if len(numbers) > 1 else ''} {shown}{', ...' if len(numbers) > 5 else ''}"
 
 
-def receipt_problems(evidence: bytes, tasks: Sequence[Task], key: bytes) -> list[str]:
+def receipt_problems(evidence: bytes, tasks: Sequence[Task], key: bytes, pin: Pin) -> list[str]:
     """Why the evidence's answers are not all the gateway's own (spear/receipts.py); [] when
     they are. Every served answer (HTTP 200) carries the receipt the gateway signed it with, for
     its request and its answer; each receipt is used once; a task's request is the task's; and
     each track's answers come from one key, route and deployment, not the other track's (a
     candidate's answer the hatch gave, or stable's answer copied to the candidate, does not
-    count). A stream's receipt covers its request, not its timings: the header leaves first."""
-    missing, forged, reused, not_the_task = [], [], [], []
+    count). The gateway signed the fleet track of the deployment that answered: stable's answers
+    are the stable track's, the candidate's the canary's; the LiteLLM version that answered,
+    which is the pin's; and, where it picked the pod itself, what that pod runs, which for the
+    candidate is the pin's pair. A stream's header receipt covers its request; its closing receipt the
+    text and when the gateway sent each chunk, which the client cannot have received sooner."""
+    missing, forged, reused, not_the_task, unclosed, sooner = [], [], [], [], [], []
     calls: set[str] = set()
-    identities: dict[str, set[tuple[str, str, str]]] = {STABLE_TRACK: set(), CANDIDATE_TRACK: set()}
+    identities: dict[str, set[tuple[str, ...]]] = {STABLE_TRACK: set(), CANDIDATE_TRACK: set()}
+    tracks: dict[str, dict[str, list[int]]] = {STABLE_TRACK: {}, CANDIDATE_TRACK: {}}
+    versions: dict[str, list[int]] = {}
+    elsewhere: dict[str, list[int]] = {}  # what else than the pin's pair answered the candidate
     by_id = {task.id: task for task in tasks}
     for number, line in enumerate(evidence_lines(evidence), 1):
         kind = line.get("kind")
@@ -473,7 +493,18 @@ def receipt_problems(evidence: bytes, tasks: Sequence[Task], key: bytes) -> list
         if kind == TASK and (line.get("task") not in by_id
                              or messages != list(by_id[line["task"]].messages)):
             not_the_task.append(number)
-        identities[line.get("track") if kind == TASK else CANDIDATE_TRACK].add(receipt.identity)
+        if kind == STREAM:
+            problem = _stream_problem(key, receipt, line)
+            if problem == UNCLOSED:
+                unclosed.append(number)
+            elif problem:
+                sooner.append(number)
+        side = line.get("track") if kind == TASK else CANDIDATE_TRACK
+        if side == CANDIDATE_TRACK and receipt.serves and receipt.serves != receipts.serving(*pin.pair):
+            elsewhere.setdefault(receipt.serves, []).append(number)
+        identities[side].add(receipt.identity)
+        tracks[side].setdefault(receipt.track, []).append(number)
+        versions.setdefault(receipt.gateway, []).append(number)
     problems = []
     if missing:
         problems.append(f"{len(missing)} served answers carry no receipt from the gateway"
@@ -488,14 +519,61 @@ def receipt_problems(evidence: bytes, tasks: Sequence[Task], key: bytes) -> list
     if not_the_task:
         problems.append(f"{len(not_the_task)} task answers are to other requests than their"
                         f" task's ({_lines_named(not_the_task)})")
-    for track, found in identities.items():
+    if unclosed:
+        problems.append(f"{len(unclosed)} streams carry no closing receipt of their text and"
+                        f" timings from the gateway ({_lines_named(unclosed)})")
+    if sooner:
+        problems.append(f"{len(sooner)} streams' text or chunk times are not the ones the gateway"
+                        f" signed, or say a chunk arrived before the gateway sent it"
+                        f" ({_lines_named(sooner)})")
+    for side, track in ((STABLE_TRACK, fleet.STABLE), (CANDIDATE_TRACK, fleet.CANARY)):
+        for other, numbers in sorted(tracks[side].items()):
+            if other != track:
+                problems.append(f"{len(numbers)} of the {side}'s answers were served by"
+                                f" {repr(other) if other else 'no'} fleet track, not {track!r}"
+                                f" ({_lines_named(numbers)})")
+    for serves, numbers in sorted(elsewhere.items()):
+        problems.append(f"pin: the record pins {describe(pin.pair)}, but the gateway signed that"
+                        f" a pod running {describe(tuple(serves.split(' ', 2)))} answered"
+                        f" {len(numbers)} of the candidate's requests ({_lines_named(numbers)})")
+    for version, numbers in sorted(versions.items()):
+        if version != pin.gateway_version:
+            problems.append(f"pin.gatewayVersion: the record pins LiteLLM {pin.gateway_version},"
+                            f" but LiteLLM {version} answered {len(numbers)} requests"
+                            f" ({_lines_named(numbers)})")
+    for side, found in identities.items():
         if len(found) > 1:
-            problems.append(f"the {track} track's answers come from more than one key, route or"
+            problems.append(f"the {side} track's answers come from more than one key, route or"
                             f" deployment: {', '.join('/'.join(i) for i in sorted(found))}")
     if identities[STABLE_TRACK] and identities[STABLE_TRACK] == identities[CANDIDATE_TRACK]:
         problems.append("stable and the candidate were answered by the same key, route and"
                         f" deployment ({'/'.join(next(iter(identities[STABLE_TRACK])))})")
     return problems
+
+
+# A client's clock starts before it connects and the gateway's when the request arrives, so a
+# chunk's client time is never below the gateway's; this much allows for the two clocks' reads.
+CLOCK_SLACK_SECONDS = 0.005
+
+
+UNCLOSED, DISAGREES = "unclosed", "disagrees"
+
+
+def _stream_problem(key: bytes, receipt: receipts.Receipt, line: Mapping[str, Any]) -> str | None:
+    """UNCLOSED when a stream has no closing receipt for its call, DISAGREES when its text or
+    chunk times are not what the gateway signed, else None."""
+    try:
+        closing = receipts.stream_receipt_from_json(line.get("closing"))
+    except ValueError:
+        return UNCLOSED
+    if closing.call_id != receipt.call_id:
+        return UNCLOSED
+    chunks = line.get("chunks") or []
+    if not receipts.stream_verifies(key, closing, str(line.get("text", ""))) \
+            or len(chunks) != len(closing.chunks) \
+            or any(client + CLOCK_SLACK_SECONDS < sent for client, sent in zip(chunks, closing.chunks)):
+        return DISAGREES
+    return None
 
 
 def refusals(pair: Pair, records: Sequence[Record], refused: Sequence[Refused] = ()) -> list[str]:

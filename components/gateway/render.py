@@ -33,7 +33,7 @@ HOOK_FILES = {
        for path in sorted((HOSTS_DIR / "spear_gateway").glob("*.py"))},
     **{f"spear/{name}": SPEAR_DIR / name
        for name in ("__init__.py", "affinity.py", "rules.py", "tool_calls.py", "probes.py", "smoke.py",
-                    "receipts.py")},
+                    "receipts.py", "vllm.py", "fleet.py")},
 }
 TUNNEL_TEMPLATE = HOSTS_DIR / "spear-tunnel.service"
 

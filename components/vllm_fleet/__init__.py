@@ -64,7 +64,7 @@ class VllmFleetArgs:
     gateway: monitoring.GatewayTarget | None = None
     gateway_key: pulumi.Input[str] | None = None
     # The gateway picks the tracks' pods itself (gateway.coder.fleetRouting prefix-affinity):
-    # it gets a token that reads their EndpointSlices.
+    # it gets a token that reads their EndpointSlices and pods.
     pod_router: bool = False
 
 

@@ -128,15 +128,17 @@ ROUTER = "spear-gateway-router"
 
 
 def router_access(fleet: VllmFleet) -> dict[str, dict[str, Any]]:
-    """The gateway's read of the tracks' EndpointSlices, and nothing else: a ServiceAccount with
-    a Role that may only get, list and watch them in the fleet's namespace, and a token Secret
-    for it (the token controller fills it; the gateway host has no ServiceAccount of its own)."""
+    """The gateway's read of the tracks' EndpointSlices (which pods are ready) and pods (what
+    each runs, which its receipts sign), and nothing else: a ServiceAccount with a Role that may
+    only get, list and watch those in the fleet's namespace, and a token Secret for it (the token
+    controller fills it; the gateway host has no ServiceAccount of its own)."""
     meta = {"name": ROUTER, "namespace": fleet.namespace}
+    read = ["get", "list", "watch"]
     return {
         "account": {"metadata": meta},
-        "role": {"metadata": meta, "rules": [{"apiGroups": ["discovery.k8s.io"],
-                                              "resources": ["endpointslices"],
-                                              "verbs": ["get", "list", "watch"]}]},
+        "role": {"metadata": meta, "rules": [
+            {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"], "verbs": read},
+            {"apiGroups": [""], "resources": ["pods"], "verbs": read}]},
         "binding": {"metadata": meta,
                     "role_ref": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
                                  "name": ROUTER},

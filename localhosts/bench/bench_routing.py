@@ -99,7 +99,7 @@ def phase(endpoints: dict[str, Endpoint], model: str, sessions: int, turns: int)
     def converse(tenant: str, i: int) -> list[float]:
         ttfts = []
         for messages in conversation(nonce, tenant, f"task {i} of {tenant}", turns):
-            status, chunks, text, _ = endpoints[tenant].stream(
+            status, chunks, text, *_ = endpoints[tenant].stream(
                 {"model": model, "messages": messages, "max_tokens": 16})
             if status != 200 or not chunks:
                 raise SystemExit(f"bench-routing: {tenant}'s turn failed: HTTP {status} {text}")

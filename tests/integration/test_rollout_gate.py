@@ -24,6 +24,7 @@ from localhosts.servers.litellm_proxy import LitellmProxy
 from localhosts.servers.processes import free_port
 from localhosts.servers.spear_gateway_proxy import hook_packages
 from spear import receipts, rollout_gate, trace
+from spear.fleet import CANARY, STABLE
 from spear.rules import RECEIPT_CALLBACK
 from tests.support import gate_records as records
 from tests.support.config_cases import MASTER_KEY, CANARY_PAIR, problem_line, promoted_raw
@@ -52,6 +53,7 @@ ROUTES = {
     "canary-slow": (tiny_model.SMOKE_ANSWER, ("--jinja", "--parallel", "1", "--threads", "1",
                                               "--threads-batch", "1", "--poll", "0")),
 }
+STABLE_TWIN = "stable-twin"
 SLOW_SHARE = 0.02
 # The slow candidate's SLO: this many times the stable route's TTFT p95 under the same trace
 # just before the run (the machine's load moves both). Measured idle: stable 0.36 s, the slow
@@ -79,9 +81,14 @@ def gateway(tmp_path_factory, slow_cap):
             bases[route] = stack.enter_context(llama_server(
                 tiny_model.ensure_model(answer), free_port(), logs, *WINDOW, *flags,
                 launcher=slow_cap.launcher if route == "canary-slow" else ()))
+        # Each deployment's fleet track, as the stack's gateway config names it; `stable-twin`
+        # is stable's server under another route, as a pilot key would reach it with no canary.
+        bases[STABLE_TWIN] = bases["coder"]
         config = "model_list:\n" + "".join(
             f"  - model_name: {route}\n    litellm_params: {{model: openai/{route},"
-            f" api_base: '{base}/v1', api_key: none}}\n" for route, base in bases.items()) \
+            f" api_base: '{base}/v1', api_key: none}}\n"
+            f"    model_info: {{spear_track: {STABLE if route in ('coder', STABLE_TWIN) else CANARY}}}\n"
+            for route, base in bases.items()) \
             + f"litellm_settings: {{callbacks: ['{RECEIPT_CALLBACK}']}}\n"
         # The master key the test stacks give the gateway: the config check verifies with it.
         proxy = stack.enter_context(LitellmProxy(litellm_venv(LITELLM).path, config,
@@ -175,6 +182,18 @@ def test_the_gateway_signs_an_answer_only_when_asked_and_the_receipt_covers_it(g
     edited = {**answer, "choices": [{**answer["choices"][0], "message": {
         **answer["choices"][0]["message"], "content": "something else"}}]}
     assert not receipts.verifies(key, signed, body["messages"], edited)
+    # It names the track of the deployment that answered, and the LiteLLM that did.
+    assert (signed.route, signed.track, signed.gateway) == ("coder", STABLE, LITELLM)
+    # A stream closes with the text and the times the gateway sent its chunks, signed; the
+    # client read each no sooner.
+    status, chunks, text, receipt, closing = gateway.stream(body)
+    assert status == 200 and chunks and closing is not None, (status, text)
+    closed = receipts.stream_receipt_from_json(closing)
+    assert closed.call_id == receipts.receipt_from_json(receipt).call_id
+    assert receipts.stream_verifies(key, closed, text)
+    assert not receipts.stream_verifies(key, closed, text + " and more")
+    assert len(closed.chunks) == len(chunks) and all(
+        0 < sent <= read + rollout_gate.CLOCK_SLACK_SECONDS for sent, read in zip(closed.chunks, chunks))
     # A harness does not ask: its request carries its whole context, and nobody reads a receipt.
     plain = urllib.request.Request(f"{gateway.base_url}/v1/chat/completions",
                                    data=json.dumps(body).encode(), headers={
@@ -205,3 +224,29 @@ def test_a_real_runs_evidence_with_one_answer_edited_is_refused_though_its_sha25
     line = problem_line(error.value, "vllmFleet.stable")
     assert "record edited does not stand (evidence: 14 receipts do not sign their line's request" \
            " and answer" in line
+
+
+def test_a_candidate_the_stable_track_served_is_refused(gateway, project):
+    record = gate(gateway, STABLE_TWIN, "twin")
+    assert record["failures"] == []  # its numbers pass: stable's answers, as the candidate's
+    with pytest.raises(ConfigError) as error:
+        parse_stack(promoted_raw(records.gate_config(**SLOS)))
+    served = record["results"]["toolCalls"]["total"] + record["results"]["pairedEval"]["tasks"] \
+        + record["results"]["latency"]["requests"]
+    assert (f"{served} of the candidate's answers were served by 'stable' fleet track, not"
+            " 'canary'") in problem_line(error.value, "vllmFleet.stable")
+
+
+def test_a_real_record_moved_to_another_gateway_version_is_refused(gateway, project):
+    record = gate(gateway, "canary-neutral", "moved")
+    folder = Path(records.RECORDS)
+    lines = [json.loads(line) for line in (folder / "moved.evidence.jsonl").read_text().splitlines()]
+    lines[0]["pin"]["gatewayVersion"] = "1.108.7"  # the run line and the record, both
+    evidence = "".join(json.dumps(line, sort_keys=True) + "\n" for line in lines).encode()
+    pin = rollout_gate.pin_from_json(lines[0]["pin"])
+    moved = gate_run.write(folder, "moved", pin, records.policy(**SLOS), evidence, records.tasks())
+    assert moved["failures"] == [] and moved["evidence"]["sha256"] != record["evidence"]["sha256"]
+    with pytest.raises(ConfigError) as error:
+        parse_stack(promoted_raw(records.gate_config(**SLOS)))
+    assert f"pin.gatewayVersion: the record pins LiteLLM 1.108.7, but LiteLLM {LITELLM} answered" \
+        in problem_line(error.value, "vllmFleet.stable")

@@ -30,7 +30,7 @@ import pytest
 import yaml
 
 from localhosts import local_stack
-from spear import throughput, vllm
+from spear import receipts, rollout_gate, throughput, vllm
 from review.summary import summarize
 from spear_gateway.tenancy import Tenant
 from localhosts.engine import REPO, Project, engine_env, without_inference_hosts
@@ -381,6 +381,30 @@ def test_scripts_gate_measures_the_canary_through_the_gateway_and_writes_its_rec
     run = json.loads(evidence.splitlines()[0])
     assert (run["stable"], run["candidate"]) == ("coder as gate", "coder as gate-pilot")
     assert all(key not in evidence for key in keys(project).values())  # names, never keys
+    # The gateway signed which track answered each side and what the pod that answered runs,
+    # read off the pods: the canary's pair; stable's is the stable pair ("" for the requests
+    # sent before the gateway's first listing of the canary's pods, which the Service placed).
+    signed = {(line.get("track", "candidate"), line["receipt"]["track"], line["receipt"]["serves"])
+              for line in map(json.loads, evidence.splitlines()[1:])}
+    pairs = {side: receipts.serving(pair["tag"], pair["model"], pair["revision"])
+             for side, pair in (("stable", STABLE_PAIR), ("candidate", CANARY_PAIR))}
+    tracks = {"stable": "stable", "candidate": "canary"}
+    assert {(side, tracks[side], pair) for side, pair in pairs.items()} <= signed <= {
+        (side, tracks[side], serves) for side, pair in pairs.items() for serves in (pair, "")}
+    # The streams' closing receipts: the gateway's TTFT beside the client's, never above it.
+    latency = record["results"]["latency"]
+    assert 0 < latency["gatewayTtftP95"] <= latency["ttftP95"] + rollout_gate.CLOCK_SLACK_SECONDS
+    # The record moved to another pair, its evidence's run line with it: the receipts refuse it.
+    lines = [json.loads(line) for line in evidence.splitlines()]
+    lines[0]["pin"]["engineVersion"] = "v0.25.1"
+    moved = "".join(json.dumps(line, sort_keys=True) + "\n" for line in lines).encode()
+    assert rollout_gate.receipt_problems(evidence.encode(), gate_records.tasks(),
+                                         receipts.receipt_key(MASTER_KEY),
+                                         rollout_gate.pin_from_json(record["pin"])) == []
+    pin = rollout_gate.pin_from_json(lines[0]["pin"])
+    problems = rollout_gate.receipt_problems(moved, gate_records.tasks(),
+                                             receipts.receipt_key(MASTER_KEY), pin)
+    assert [p for p in problems if p.startswith("pin: the record pins v0.25.1")], problems
 
 
 def test_a_promotion_with_a_passing_record_rolls_the_canarys_pair_out_as_stable(fleet):

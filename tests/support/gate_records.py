@@ -13,6 +13,7 @@ from typing import Any
 
 from gate import run as gate_run
 from spear import receipts, rollout_gate, trace
+from spear.fleet import CANARY, STABLE
 from spear.rules import CODER_MODEL, SMOKE_ANSWER
 from tests.support.config_cases import MASTER_KEY
 
@@ -48,7 +49,7 @@ def tasks() -> tuple[rollout_gate.Task, ...]:
 
 
 def pin(pair: dict[str, str]) -> rollout_gate.Pin:
-    return rollout_gate.Pin(pair["tag"], pair["model"], pair["revision"], "1.91.1",
+    return rollout_gate.Pin(pair["tag"], pair["model"], pair["revision"], LITELLM,
                             (("claude-code", "2.1.3"), ("codex", "0.98.0")))
 
 
@@ -73,20 +74,32 @@ def right_answer(task: rollout_gate.Task) -> dict[str, Any]:
     return text_answer(next(iter(task.check["answer"].values())))
 
 
-# Who asks each track, and which deployment answers it, as the local stack's gateway signs them.
-IDENTITIES = {rollout_gate.STABLE_TRACK: ("gate", "vllm-stable"),
-              rollout_gate.CANDIDATE_TRACK: ("gate-pilot", "vllm-canary")}
+# Who asks each side, and which deployment of which fleet track answers it, as the local stack's
+# gateway signs them.
+IDENTITIES = {rollout_gate.STABLE_TRACK: ("gate", "vllm-stable", STABLE),
+              rollout_gate.CANDIDATE_TRACK: ("gate-pilot", "vllm-canary", CANARY)}
+LITELLM = "1.91.1"  # the version pin() pins, and the signing gateway's
 
 
-def signed(line: dict[str, Any], track: str, call_id: str, master_key: str | None) -> dict[str, Any]:
-    """The line with the receipt a gateway holding `master_key` gives its answer (None: none)."""
+def signed(line: dict[str, Any], side: str, call_id: str, master_key: str | None,
+           identity: tuple[str, str, str] | None = None, litellm: str = LITELLM,
+           serves: str = "") -> dict[str, Any]:
+    """The line with the receipt a gateway holding `master_key` (None: none) and running
+    `litellm` gives its answer, from `identity` (who, deployment, track; default: the side's)
+    and a pod running `serves` ("": the Service picked), and a stream's closing receipt of its
+    text and the times its chunks were sent."""
     if master_key is None:
         return line
-    who, served_by = IDENTITIES[track]
-    answer = None if line["kind"] == rollout_gate.STREAM else line["answer"]
-    receipt = receipts.sign(receipts.receipt_key(master_key), call_id, who, CODER_MODEL,
-                            served_by, line["request"]["messages"], answer)
-    return {**line, "receipt": receipt.to_json()}
+    who, served_by, track = identity or IDENTITIES[side]
+    key = receipts.receipt_key(master_key)
+    stream = line["kind"] == rollout_gate.STREAM
+    receipt = receipts.sign(key, call_id, who, CODER_MODEL, served_by, track, serves, litellm,
+                            line["request"]["messages"], None if stream else line["answer"])
+    line = {**line, "receipt": receipt.to_json()}
+    if stream:  # the gateway sent each chunk a little before the client read it
+        sent = [round(max(0.0, c - 0.001), 6) for c in line["chunks"]]
+        line["closing"] = receipts.sign_stream(key, call_id, sent, line["text"]).to_json()
+    return line
 
 
 def evidence(pair: dict[str, str], gate: rollout_gate.Policy, *, samples: int | None = None,
@@ -98,6 +111,8 @@ def evidence(pair: dict[str, str], gate: rollout_gate.Policy, *, samples: int | 
     holding `master_key`."""
     samples = gate.tool_call_samples if samples is None else samples
     candidate = rollout_gate.CANDIDATE_TRACK
+    # The canary's pods run the pair, as a gateway that picks the pods signs it.
+    serves = {candidate: receipts.serving(*pin(pair).pair)}
     answered: list[tuple[dict[str, Any], str]] = []  # (line, track)
     for i, body in enumerate(gate_run.tool_call_bodies(CODER_MODEL, samples)):
         answer = MARKUP if i >= samples - markup_calls else call_answer("read_file", {"path": "src/app.py"})
@@ -118,7 +133,7 @@ def evidence(pair: dict[str, str], gate: rollout_gate.Policy, *, samples: int | 
                           "status": 200, "chunks": chunks, "text": SMOKE_ANSWER}, candidate))
     lines = [{"kind": rollout_gate.RUN, "pin": pin(pair).to_json(), "policy": gate.digest,
               "stable": "coder as gate", "candidate": "coder as gate-pilot"},
-             *(signed(line, track, f"call-{n}", master_key)
+             *(signed(line, track, f"call-{n}", master_key, serves=serves.get(track, ""))
                for n, (line, track) in enumerate(answered))]
     return "".join(json.dumps(line, sort_keys=True) + "\n" for line in lines).encode()
 

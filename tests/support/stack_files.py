@@ -200,13 +200,22 @@ class RecordingMocks(pulumi.runtime.Mocks):
         return [name for name, args in self.resources.items() if args.typ != STACK_REFERENCE]
 
 
+def program_mocks(mocks: pulumi.runtime.Mocks, stack: str, monitor: Any = None) -> None:
+    """`mocks` for a run of __main__.py. The mocks' root stack is finished when they are set, so
+    it takes no async entrypoint (`pulumi.run` raises): the program's only lets the engine's
+    registrations start before the SDK waits for them (__main__.py says why), and the mocks
+    have no engine, so here it is not registered."""
+    pulumi.runtime.set_mocks(mocks, project="spear-fleet", stack=stack, monitor=monitor)
+    pulumi.run = lambda program: None
+
+
 @contextlib.contextmanager
 def mocked_stack(raw: dict[str, Any], secret_keys: Sequence[str] = (
                      "spear-fleet:sshPrivateKeys", "spear-fleet:kubeconfig", "spear-fleet:vllmApiKey")
                  ) -> Iterator[RecordingMocks]:
     """Pulumi mocks recording every resource, with `raw` as the `prod` stack's config."""
     mocks = RecordingMocks()
-    pulumi.runtime.set_mocks(mocks, project="spear-fleet", stack="prod")
+    program_mocks(mocks, "prod")
     pulumi.runtime.set_all_config(engine_config(raw), list(secret_keys))
     try:
         yield mocks

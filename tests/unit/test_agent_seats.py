@@ -25,7 +25,7 @@ from config.load import parse_stack
 from spear import harness, seats, tokens
 from tests.support import tls
 from tests.support.config_cases import SEAT_IMAGE, SEAT_SECRETS, SEATS_GATEWAY_URL, seats_raw
-from tests.support.stack_files import REPO, engine_config
+from tests.support.stack_files import REPO, engine_config, program_mocks
 from tests.unit.test_gateway_components import KeyMocks, SecretRecordingMonitor, is_secret, plain
 
 URL = SEATS_GATEWAY_URL
@@ -150,7 +150,7 @@ class Program:
 def run(raw: dict[str, Any]) -> Program:
     mocks = KeyMocks()
     monitor = SecretRecordingMonitor(mocks)
-    pulumi.runtime.set_mocks(mocks, project="spear-fleet", stack="prod", monitor=monitor)
+    program_mocks(mocks, "prod", monitor)
     pulumi.runtime.set_all_config(engine_config(raw), SEAT_SECRETS)
     outputs: dict[str, Any] = {}
 

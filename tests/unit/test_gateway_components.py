@@ -24,7 +24,8 @@ from components.hostops.remote_file import RemoteFileProvider
 from components.hostops.systemd_unit import SystemdUnitProvider
 from spear import tokens
 from tests.support.config_cases import FRONTIER_KEY, MASTER_KEY
-from tests.support.stack_files import DUMMY_KEY, REPO, RecordingMocks, engine_config, stack_raw
+from tests.support.stack_files import (DUMMY_KEY, REPO, RecordingMocks, engine_config, program_mocks,
+                                       stack_raw)
 
 SECRETS = ["spear-fleet:sshPrivateKeys", "spear-fleet:gatewayMasterKey",
            "spear-fleet:frontierApiKey", "spear-fleet:vllmApiKey",
@@ -95,7 +96,7 @@ class Program:
 def run_program(raw: dict[str, Any], secret_keys: list[str] = SECRETS) -> Program:
     mocks = KeyMocks()
     monitor = SecretRecordingMonitor(mocks)
-    pulumi.runtime.set_mocks(mocks, project="spear-fleet", stack="local", monitor=monitor)
+    program_mocks(mocks, "local", monitor)
     pulumi.runtime.set_all_config(engine_config(raw), secret_keys)
     secret: dict[str, bool] = {}
     exported: dict[str, Any] = {}
@@ -305,13 +306,15 @@ def test_coder_routes_to_the_fleets_stable_service_at_its_fixed_cluster_ip_prove
     # vLLM's key reaches the gateway only in its 0600 env file, as a secret.
     assert "SPEAR_UPSTREAM_KEY_VLLM_STABLE=\"sk-vllm-PLACEHOLDER\"" in local.inputs["gateway-env"]["content"]
     assert is_secret(local.registered["gateway-env"]["content"])
-    # The token that lists the pods: the fleet's own, read-only on EndpointSlices, in the env file.
+    # The token that lists the pods: the fleet's own, read-only on EndpointSlices and pods, in
+    # the env file.
     assert "SPEAR_FLEET_API_TOKEN=\"mock-router-token\"" in local.inputs["gateway-env"]["content"]
     assert 'SPEAR_FLEET_API_SERVER="https://127.0.0.1:6440"' in local.inputs["gateway-env"]["content"]
     assert 'SPEAR_FLEET_API_CA="Q0EtUEVN"' in local.inputs["gateway-env"]["content"]
-    assert local.inputs["vllm-router-role"]["rules"] == [{
-        "apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"],
-        "verbs": ["get", "list", "watch"]}]
+    assert local.inputs["vllm-router-role"]["rules"] == [
+        {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"],
+         "verbs": ["get", "list", "watch"]},
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}]
     assert local.inputs["vllm-router-token"]["type"] == "kubernetes.io/service-account-token"
 
 

@@ -5,12 +5,13 @@ setting (config/schema/gateway.py)."""
 from __future__ import annotations
 
 import collections
+import types
 
 import pytest
 
-from spear import affinity
+from spear import affinity, receipts, vllm
 from spear_gateway import pods as pod_directory
-from spear_gateway.pods import PodDirectory, Track, ready_addresses
+from spear_gateway.pods import PodDirectory, Track, image_tag, ready_addresses, running, running_at
 from spear_gateway.settings import Settings
 
 PODS = ["10.244.0.11:8000", "10.244.0.12:8000", "10.244.0.13:8000"]
@@ -95,14 +96,32 @@ def test_only_ready_endpoints_are_pods_to_route_to():
     assert ready_addresses(SLICES, 8000) == ["10.244.0.11:8000", "10.244.0.13:8000"]
 
 
-class ListedApi:
-    """The API server's answer, as FleetApi.slices gives it."""
+REVISION = "0123456789abcdef0123456789abcdef01234567"
 
-    def __init__(self, slices):
-        self.answer = slices
+
+def pod(ip, tag, model="Qwen/Qwen3-Coder-Next-FP8", revision=REVISION):
+    """A fleet pod as the API server lists it: its image and the `vllm serve` command line the
+    fleet renders (spear/vllm.py)."""
+    serve = types.SimpleNamespace(
+        model=model, revision=revision, served_model_name="qwen3-coder-next",
+        tensor_parallel_size=1, max_model_len=8192, port=8000, gpu_memory_utilization="0.9",
+        scheduling_priority=True, tool_call_parser="qwen3_coder")
+    return {"status": {"podIP": ip}, "spec": {"containers": [{
+        "name": "vllm", "image": f"registry.internal:5000/vllm/vllm-openai:{tag}@sha256:{'0' * 64}",
+        "command": vllm.command_line(serve)}]}}
+
+
+class ListedApi:
+    """The API server's answers, as FleetApi.slices and FleetApi.pods give them."""
+
+    def __init__(self, slices, pods=()):
+        self.answer, self.listed = slices, {"items": list(pods)}
 
     def slices(self, track):
         return self.answer
+
+    def pods(self, namespace):
+        return self.listed
 
 
 def test_the_directory_counts_each_requests_pod_until_it_ends_and_a_retry_moves_it():
@@ -153,6 +172,37 @@ def test_the_poller_takes_a_pod_out_when_its_endpoint_is_no_longer_ready(monkeyp
     with pytest.raises(RoundOver):
         directory._poll()
     assert directory.pods(track) == ["10.244.0.13:8000"]
+
+
+def test_an_images_tag_is_read_past_a_registry_port_and_a_digest():
+    assert image_tag("registry.internal:5000/vllm/vllm-openai:v0.25.0@sha256:abc") == "v0.25.0"
+    assert image_tag("localhost/spear-fleet/vllm-standin:v0.24.0") == "v0.24.0"
+    assert image_tag("registry.internal:5000/vllm/vllm-openai@sha256:abc") == ""
+
+
+def test_what_each_fleet_pod_runs_is_read_off_its_image_and_command_line():
+    listed = {"items": [pod("10.244.0.11", "v0.24.0"), pod("10.244.0.13", "v0.25.0"),
+                        {"status": {}, "spec": {"containers": [{"command": ["vllm", "serve", "m"]}]}},
+                        {"status": {"podIP": "10.244.0.20"}, "spec": {"containers": [
+                            {"image": "busybox", "command": ["sleep", "1"]}]}}]}
+    assert running(listed) == {
+        "10.244.0.11": receipts.serving("v0.24.0", "Qwen/Qwen3-Coder-Next-FP8", REVISION),
+        "10.244.0.13": receipts.serving("v0.25.0", "Qwen/Qwen3-Coder-Next-FP8", REVISION)}
+
+
+def test_the_poller_keeps_what_the_pods_run_for_the_receipts_and_the_service_names_none(monkeypatch):
+    track = Track("vllm", "vllm", 8000)
+    directory = PodDirectory(ListedApi(SLICES, [pod("10.244.0.11", "v0.25.0")]))
+    monkeypatch.setattr(pod_directory.PodDirectory, "_start", lambda self: None)
+    monkeypatch.setattr(pod_directory, "RUNNING", {})
+    directory.pods(track)
+    monkeypatch.setattr(pod_directory.time, "sleep", one_round)
+    with pytest.raises(RoundOver):
+        directory._poll()
+    assert running_at("http://10.244.0.11:8000/v1") == receipts.serving(
+        "v0.25.0", "Qwen/Qwen3-Coder-Next-FP8", REVISION)
+    # The Service's address: kube-proxy picked a pod, which nobody here can name.
+    assert running_at("http://10.96.100.10:8000/v1") == "" and running_at(None) == ""
 
 
 def test_the_hooks_fleet_api_is_all_three_settings_or_none():

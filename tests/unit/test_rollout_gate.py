@@ -17,8 +17,9 @@ from config.load import StackConfigError
 from config.load import parse_stack
 from gate import run as gate_run
 from spear import rollout_gate, trace
+from spear.fleet import STABLE
 from tests.support import gate_records as records
-from tests.support.config_cases import (CANARY_PAIR, STABLE_PAIR, fleet_raw, gateway_raw, problem_line,
+from tests.support.config_cases import (CANARY_PAIR, MASTER_KEY, STABLE_PAIR, fleet_raw, gateway_raw, problem_line,
                                         promoted_raw, run_program)
 from tests.support.stack_files import engine_config
 
@@ -254,8 +255,89 @@ def test_stables_answers_copied_to_the_candidate_are_refused():
     rewrite(lines)
     message = refused(promoted_raw(records.gate_config()))
     assert "receipts sign a call another line already used" in message
+    assert "14 of the candidate's answers were served by 'stable' fleet track, not 'canary'" in message
     assert ("the candidate track's answers come from more than one key, route or deployment:"
-            " gate/coder/vllm-stable, gate-pilot/coder/vllm-canary") in message
+            " gate/coder/vllm-stable/stable, gate-pilot/coder/vllm-canary/canary") in message
+
+
+def test_a_candidate_the_stable_track_answered_is_refused_though_every_receipt_is_genuine():
+    # The pilot's key asked, but the gateway served every candidate request from the stable
+    # track's deployment (a canary left undeclared, a ring rule broken): the gateway said so.
+    lines = written_lines()
+    forged = [records.signed({k: v for k, v in line.items() if k not in ("receipt", "closing")},
+                             rollout_gate.CANDIDATE_TRACK, line["receipt"]["call_id"], MASTER_KEY,
+                             identity=("gate-pilot", "vllm-stable-twin", STABLE))
+              if line["kind"] != rollout_gate.RUN and not (line["kind"] == rollout_gate.TASK and
+                                                           line["track"] == rollout_gate.STABLE_TRACK)
+              else line for line in lines]
+    rewrite(forged)
+    message = refused(promoted_raw(records.gate_config()))
+    assert "receipts do not sign" not in message
+    candidate = sum(new is not old for new, old in zip(forged, lines))
+    assert candidate == 100 + 14 + len(records.trace.parse(json.loads(Path(records.TRACE).read_text())))
+    assert (f"{candidate} of the candidate's answers were served by 'stable' fleet track, not"
+            " 'canary'") in message
+
+
+def test_a_record_moved_to_another_gateway_version_is_refused_by_what_the_gateway_signed():
+    # Record and evidence both say LiteLLM 1.108.7, their hashes recomputed; the gateway that
+    # answered signed 1.91.1.
+    lines = written_lines()
+    lines[0]["pin"]["gatewayVersion"] = "1.108.7"
+    evidence = "".join(json.dumps(line, sort_keys=True) + "\n" for line in lines).encode()
+    moved = rollout_gate.Pin(*records.pin(CANARY_PAIR).pair, "1.108.7",
+                             records.pin(CANARY_PAIR).harness_versions)
+    gate_run.write(Path(records.RECORDS), "canary-1", moved, records.policy(), evidence,
+                   records.tasks())
+    assert rollout_gate.check_record(json.loads(Path(records.RECORDS, "canary-1.json").read_text()),
+                                     evidence, records.tasks(), records.policy())[1] == []
+    message = refused(promoted_raw(records.gate_config()))
+    assert ("pin.gatewayVersion: the record pins LiteLLM 1.108.7, but LiteLLM 1.91.1 answered 176"
+            " requests (lines 2, 3, 4, 5, 6, ...)") in message
+
+
+def test_a_record_moved_to_another_pair_is_refused_by_what_the_answering_pods_ran():
+    # Record and evidence both edited to pin v0.25.1, their hashes recomputed: the gateway
+    # signed that pods running v0.25.0 answered.
+    lines = written_lines()
+    lines[0]["pin"]["engineVersion"] = "v0.25.1"
+    evidence = "".join(json.dumps(line, sort_keys=True) + "\n" for line in lines).encode()
+    moved = rollout_gate.pin_from_json(lines[0]["pin"])
+    gate_run.write(Path(records.RECORDS), "canary-1", moved, records.policy(), evidence,
+                   records.tasks())
+    message = refused(fleet_raw(stable={**CANARY_PAIR, "tag": "v0.25.1"}, previous=STABLE_PAIR,
+                                rolloutGate=records.gate_config()))
+    candidate = sum(line["kind"] != rollout_gate.RUN and line.get("track") != rollout_gate.STABLE_TRACK
+                    for line in lines)
+    assert (f"pin: the record pins v0.25.1 @ {CANARY_PAIR['model']} revision"
+            f" {CANARY_PAIR['revision'][:7]}, but the gateway signed that a pod running v0.25.0 @"
+            f" {CANARY_PAIR['model']} revision {CANARY_PAIR['revision'][:7]} answered {candidate} of"
+            " the candidate's requests") in message
+
+
+def test_stream_timings_faster_than_the_gateway_sent_them_are_refused():
+    lines = written_lines(ttft=2.0)  # over the SLO: a record's author would like it lower
+    for line in lines:
+        if line["kind"] == rollout_gate.STREAM:
+            line["chunks"] = [round(c - 1.9, 6) for c in line["chunks"]]
+    rewrite(lines)
+    record = json.loads(Path(records.RECORDS, "canary-1.json").read_text())
+    assert record["failures"] == [] and record["results"]["latency"]["gatewayTtftP95"] > 1.9
+    message = refused(promoted_raw(records.gate_config()))
+    streams = sum(line["kind"] == rollout_gate.STREAM for line in lines)
+    assert f"{streams} streams' text or chunk times are not the ones the gateway signed, or say" \
+           " a chunk arrived before the gateway sent it" in message
+
+
+def test_a_stream_without_its_closing_receipt_or_with_its_text_edited_is_refused():
+    lines = written_lines()
+    streams = [line for line in lines if line["kind"] == rollout_gate.STREAM]
+    streams[0].pop("closing")
+    streams[1]["text"] = "something the gateway never sent"
+    rewrite(lines)
+    message = refused(promoted_raw(records.gate_config()))
+    assert "1 streams carry no closing receipt of their text and timings from the gateway" in message
+    assert "1 streams' text or chunk times are not the ones the gateway signed" in message
 
 
 def test_a_receipt_for_another_request_does_not_answer_a_task():

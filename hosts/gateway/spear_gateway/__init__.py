@@ -57,7 +57,8 @@ config.yaml:
                                                # mid-request) is charged in full after it
       SPEAR_CACHE_SALT_SCOPE: "team"           # team (default) or developer
     # With spear_pods, in the env file (the token is a secret): SPEAR_FLEET_API_SERVER (https),
-    # SPEAR_FLEET_API_CA (base64 PEM) and SPEAR_FLEET_API_TOKEN, which lists EndpointSlices.
+    # SPEAR_FLEET_API_CA (base64 PEM) and SPEAR_FLEET_API_TOKEN, which lists EndpointSlices and
+    # pods.
     general_settings:
       master_key: os.environ/LITELLM_MASTER_KEY
       enforce_fallback_model_access: false     # 1.108+: else a key scoped to coder never

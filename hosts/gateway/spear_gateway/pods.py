@@ -10,6 +10,12 @@ pods' preStop drain. A pod the gateway could not connect to is out at once, for
 QUARANTINE_SECONDS (until its readiness probe would have taken it out), and the next try picks
 again. Standard library only: urllib and ssl, as pod_discovery.py does.
 
+The same listing reads what each of the fleet's pods runs (its image's tag, and the model and
+`--revision` of its `vllm serve` command line, spear/vllm.py): the receipt a gate run's answer
+carries signs it (spear_gateway/receipts.py), so a record names the pair that really answered.
+It is kept in `RUNNING`, module-level because LiteLLM loads each callback file as a module of
+its own and both import this one.
+
 Fail-open to the Service: while no pod of a track is known (the API server never answered, or
 the track has none ready), the request keeps the deployment's api_base (the Service's address)
 and kube-proxy picks, as with fleetRouting `service`. A listing that fails keeps the last one.
@@ -29,7 +35,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from spear import vllm
 from spear.affinity import pick
+from spear.fleet import APP
+from spear.receipts import serving
 
 log = logging.getLogger("spear_gateway")
 POLL_SECONDS = 1.0
@@ -37,6 +46,8 @@ POLL_SECONDS = 1.0
 QUARANTINE_SECONDS = 30.0
 SERVICE_LABEL = "kubernetes.io/service-name"
 PODS_INFO = "spear_pods"  # the deployment's model_info field (components/gateway/render.py)
+# Pod IP -> what it runs (receipts.serving), as the last listing saw the fleet's pods.
+RUNNING: dict[str, str] = {}
 
 
 @dataclass(frozen=True)
@@ -68,6 +79,34 @@ def ready_addresses(slices: Mapping[str, Any], port: int) -> list[str]:
     return sorted(found)
 
 
+def image_tag(image: str) -> str:
+    """`v0.24.0` of `registry:5000/vllm/vllm-openai:v0.24.0@sha256:...` ("" without a tag)."""
+    name = image.partition("@")[0]
+    return name.rpartition(":")[2] if ":" in name.rpartition("/")[2] else ""
+
+
+def running(pods: Mapping[str, Any]) -> dict[str, str]:
+    """Pod IP -> what its `vllm serve` container runs, of a PodList (pods without an IP or
+    without that command left out)."""
+    found = {}
+    for item in pods.get("items") or []:
+        address = (item.get("status") or {}).get("podIP")
+        for container in (item.get("spec") or {}).get("containers") or []:
+            argv = container.get("command") or []
+            if address and argv[:2] == ["vllm", "serve"]:
+                flags = vllm.flags(argv)
+                found[address] = serving(image_tag(container.get("image") or ""),
+                                         flags.get("model", ""), flags.get(vllm.REVISION_FLAG, ""))
+    return found
+
+
+def running_at(api_base: Any) -> str:
+    """What the pod at `api_base` (`http://ip:port/v1`) runs; "" when it is no pod the last
+    listing saw (the Service's address: kube-proxy picked, so nobody here knows which pod)."""
+    host = urllib.parse.urlsplit(str(api_base or "")).hostname
+    return RUNNING.get(host or "", "")
+
+
 class FleetApi:
     """The API server, as the router's token reads it (SPEAR_FLEET_API_*)."""
 
@@ -76,10 +115,16 @@ class FleetApi:
         self.tls = ssl.create_default_context(cadata=base64.b64decode(ca_data).decode())
 
     def slices(self, track: Track) -> dict[str, Any]:
-        query = urllib.parse.urlencode({"labelSelector": f"{SERVICE_LABEL}={track.service}"})
-        request = urllib.request.Request(
-            f"{self.server}/apis/discovery.k8s.io/v1/namespaces/{track.namespace}/endpointslices"
-            f"?{query}", headers={"Authorization": f"Bearer {self.token}"})
+        return self._list(f"/apis/discovery.k8s.io/v1/namespaces/{track.namespace}/endpointslices",
+                          f"{SERVICE_LABEL}={track.service}")
+
+    def pods(self, namespace: str) -> dict[str, Any]:
+        return self._list(f"/api/v1/namespaces/{namespace}/pods", f"app={APP}")
+
+    def _list(self, path: str, selector: str) -> dict[str, Any]:
+        query = urllib.parse.urlencode({"labelSelector": selector})
+        request = urllib.request.Request(f"{self.server}{path}?{query}",
+                                         headers={"Authorization": f"Bearer {self.token}"})
         with urllib.request.urlopen(request, context=self.tls, timeout=5) as answer:
             return json.load(answer)
 
@@ -151,4 +196,16 @@ class PodDirectory:
                     continue
                 with self._lock:
                     self._pods[track] = found
+            self._list_running({track.namespace for track in tracks})
             time.sleep(POLL_SECONDS)
+
+    def _list_running(self, namespaces: set[str]) -> None:
+        global RUNNING
+        seen: dict[str, str] = {}
+        for namespace in sorted(namespaces):
+            try:
+                seen.update(running(self.api.pods(namespace)))
+            except Exception as e:  # noqa: BLE001 (receipts then sign no pair; say why)
+                log.warning("spear_gateway: listing the pods in %s failed: %s", namespace, e)
+                return
+        RUNNING = seen  # one assignment: a reader sees the last listing or this one
