@@ -124,8 +124,8 @@ class Endpoint:
                             REQUEST_TIMEOUT) as resp:
                 for raw in resp:
                     line = raw.decode().strip()
-                    if line.startswith(receipts.STREAM_COMMENT.strip()):
-                        closing = _json(line[len(receipts.STREAM_COMMENT.strip()):])
+                    if line.startswith(receipts.STREAM_COMMENT):
+                        closing = _json(line[len(receipts.STREAM_COMMENT):])
                     if not line.startswith("data:"):
                         continue
                     if line[5:].strip() == "[DONE]":
@@ -237,7 +237,7 @@ def run(stable: Track, candidate: Track, policy: rollout_gate.Policy,
 
     lines += [{"kind": rollout_gate.STREAM, **result}
               for result in replay(arrivals, policy.concurrency, send)]
-    return "".join(json.dumps(line, sort_keys=True) + "\n" for line in lines).encode()
+    return rollout_gate.evidence_bytes(lines)
 
 
 def write(folder: Path, name: str, pin: rollout_gate.Pin, policy: rollout_gate.Policy,

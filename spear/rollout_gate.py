@@ -288,21 +288,21 @@ def results(lines: Sequence[Mapping[str, Any]], tasks: Sequence[Task]) -> tuple[
     streams = [line for line in lines if line["kind"] == STREAM]
     served = [line for line in streams if int(line["status"]) == 200 and line["chunks"]]
     latency = {"requests": len(streams), "failed": len(streams) - len(served),
-               **_percentiles("", [line["chunks"] for line in served]),
+               **_percentiles("ttft", "itl", [line["chunks"] for line in served]),
                # beside the client's, as the gateway signed them (receipt_problems checks them)
-               **_percentiles("gateway", [(line.get("closing") or {}).get("chunks") or []
-                                          for line in served])}
+               **_percentiles("gatewayTtft", "gatewayItl",
+                              [(line.get("closing") or {}).get("chunks") or [] for line in served])}
     return Results(calls, paired, latency), problems
 
 
-def _percentiles(prefix: str, streams: Sequence[Sequence[float]]) -> dict[str, float]:
-    """TTFT and inter-token latency percentiles of streams' chunk times, named `prefix` + ttftP50
-    and so on (the name capitalised after a prefix)."""
+def _percentiles(ttft_name: str, itl_name: str,
+                 streams: Sequence[Sequence[float]]) -> dict[str, float]:
+    """The TTFT and inter-token latency percentiles of streams' chunk times, as `ttft_name`P50
+    and so on."""
     ttft = [chunks[0] for chunks in streams if chunks]
     itl = [later - earlier for chunks in streams for earlier, later in zip(chunks, chunks[1:])]
-    name = (lambda n: prefix + n[0].upper() + n[1:]) if prefix else (lambda n: n)
-    return {**{name(f"ttftP{q}"): percentile(ttft, q) for q in PERCENTILES},
-            **{name(f"itlP{q}"): percentile(itl, q) for q in PERCENTILES}}
+    return {**{f"{ttft_name}P{q}": percentile(ttft, q) for q in PERCENTILES},
+            **{f"{itl_name}P{q}": percentile(itl, q) for q in PERCENTILES}}
 
 
 def failures(found: Results, policy: Policy) -> list[str]:
@@ -364,6 +364,11 @@ def record_json(name: str, pin: Pin, policy: Policy, evidence: bytes, tasks: Seq
 
 def evidence_lines(evidence: bytes) -> list[dict[str, Any]]:
     return [json.loads(line) for line in evidence.decode().splitlines() if line.strip()]
+
+
+def evidence_bytes(lines: Sequence[Mapping[str, Any]]) -> bytes:
+    """The evidence file of these lines (evidence_lines' inverse), as scripts/gate writes it."""
+    return "".join(json.dumps(line, sort_keys=True) + "\n" for line in lines).encode()
 
 
 def _differences(prefix: str, written: Any, found: Any) -> list[str]:

@@ -213,7 +213,7 @@ def test_a_real_runs_evidence_with_one_answer_edited_is_refused_though_its_sha25
     for line in lines:
         if line["kind"] == "task" and line["track"] == "candidate":
             line["answer"] = right[line["task"]]
-    evidence = "".join(json.dumps(line, sort_keys=True) + "\n" for line in lines).encode()
+    evidence = rollout_gate.evidence_bytes(lines)
     forged = gate_run.write(folder, "edited", records.pin(CANARY_PAIR), records.policy(**SLOS),
                             evidence, records.tasks())
     assert forged["pin"]["engineVersion"] == CANARY_PAIR["tag"]
@@ -242,7 +242,7 @@ def test_a_real_record_moved_to_another_gateway_version_is_refused(gateway, proj
     folder = Path(records.RECORDS)
     lines = [json.loads(line) for line in (folder / "moved.evidence.jsonl").read_text().splitlines()]
     lines[0]["pin"]["gatewayVersion"] = "1.108.7"  # the run line and the record, both
-    evidence = "".join(json.dumps(line, sort_keys=True) + "\n" for line in lines).encode()
+    evidence = rollout_gate.evidence_bytes(lines)
     pin = rollout_gate.pin_from_json(lines[0]["pin"])
     moved = gate_run.write(folder, "moved", pin, records.policy(**SLOS), evidence, records.tasks())
     assert moved["failures"] == [] and moved["evidence"]["sha256"] != record["evidence"]["sha256"]

@@ -397,7 +397,7 @@ def test_scripts_gate_measures_the_canary_through_the_gateway_and_writes_its_rec
     # The record moved to another pair, its evidence's run line with it: the receipts refuse it.
     lines = [json.loads(line) for line in evidence.splitlines()]
     lines[0]["pin"]["engineVersion"] = "v0.25.1"
-    moved = "".join(json.dumps(line, sort_keys=True) + "\n" for line in lines).encode()
+    moved = rollout_gate.evidence_bytes(lines)
     assert rollout_gate.receipt_problems(evidence.encode(), gate_records.tasks(),
                                          receipts.receipt_key(MASTER_KEY),
                                          rollout_gate.pin_from_json(record["pin"])) == []

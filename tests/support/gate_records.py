@@ -135,7 +135,7 @@ def evidence(pair: dict[str, str], gate: rollout_gate.Policy, *, samples: int | 
               "stable": "coder as gate", "candidate": "coder as gate-pilot"},
              *(signed(line, track, f"call-{n}", master_key, serves=serves.get(track, ""))
                for n, (line, track) in enumerate(answered))]
-    return "".join(json.dumps(line, sort_keys=True) + "\n" for line in lines).encode()
+    return rollout_gate.evidence_bytes(lines)
 
 
 def write_record(name: str, pair: dict[str, str], gate: rollout_gate.Policy | None = None,

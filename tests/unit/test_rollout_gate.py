@@ -209,12 +209,14 @@ def test_a_record_whose_pin_was_edited_is_refused():
 RECEIPTS = "vllmFleet.stable"  # a record that does not stand refuses its promotion, nothing else
 
 
-def rewrite(lines: list[dict]) -> None:
+def rewrite(lines: list[dict]) -> bytes:
     """The evidence as a record's author would rewrite it, with a record that matches it (the
-    sha256 and every number recomputed, as scripts/gate writes them)."""
-    evidence = "".join(json.dumps(line, sort_keys=True) + "\n" for line in lines).encode()
-    gate_run.write(Path(records.RECORDS), "canary-1", records.pin(CANARY_PAIR),
+    pin its run line gives, the sha256 and every number recomputed, as scripts/gate writes
+    them); the evidence."""
+    evidence = rollout_gate.evidence_bytes(lines)
+    gate_run.write(Path(records.RECORDS), "canary-1", rollout_gate.pin_from_json(lines[0]["pin"]),
                    records.policy(), evidence, records.tasks())
+    return evidence
 
 
 def written_lines(**run) -> list[dict]:
@@ -284,11 +286,7 @@ def test_a_record_moved_to_another_gateway_version_is_refused_by_what_the_gatewa
     # answered signed 1.91.1.
     lines = written_lines()
     lines[0]["pin"]["gatewayVersion"] = "1.108.7"
-    evidence = "".join(json.dumps(line, sort_keys=True) + "\n" for line in lines).encode()
-    moved = rollout_gate.Pin(*records.pin(CANARY_PAIR).pair, "1.108.7",
-                             records.pin(CANARY_PAIR).harness_versions)
-    gate_run.write(Path(records.RECORDS), "canary-1", moved, records.policy(), evidence,
-                   records.tasks())
+    evidence = rewrite(lines)
     assert rollout_gate.check_record(json.loads(Path(records.RECORDS, "canary-1.json").read_text()),
                                      evidence, records.tasks(), records.policy())[1] == []
     message = refused(promoted_raw(records.gate_config()))
@@ -301,10 +299,7 @@ def test_a_record_moved_to_another_pair_is_refused_by_what_the_answering_pods_ra
     # signed that pods running v0.25.0 answered.
     lines = written_lines()
     lines[0]["pin"]["engineVersion"] = "v0.25.1"
-    evidence = "".join(json.dumps(line, sort_keys=True) + "\n" for line in lines).encode()
-    moved = rollout_gate.pin_from_json(lines[0]["pin"])
-    gate_run.write(Path(records.RECORDS), "canary-1", moved, records.policy(), evidence,
-                   records.tasks())
+    rewrite(lines)
     message = refused(fleet_raw(stable={**CANARY_PAIR, "tag": "v0.25.1"}, previous=STABLE_PAIR,
                                 rolloutGate=records.gate_config()))
     candidate = sum(line["kind"] != rollout_gate.RUN and line.get("track") != rollout_gate.STABLE_TRACK
