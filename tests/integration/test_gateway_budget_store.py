@@ -3,10 +3,12 @@ processes (as several gateway replicas) that never takes a key past its budget o
 its cap, and holds expired on the database's clock. The contract's scenarios run on it with the
 unit tests (tests/unit/gateway/test_budget_contract.py)."""
 
+import contextlib
 import multiprocessing
-import time
 import random
+import socket
 import threading
+import time
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 
 import psycopg
@@ -39,6 +41,68 @@ def test_the_tables_are_created_once_and_creating_them_again_changes_nothing(dat
     assert database.psql("SELECT count(*) FROM spear_gateway.spear_budget_requests") == "1"
     assert set(database.psql("SELECT tablename FROM pg_tables WHERE schemaname = 'spear_gateway'")
                .split()) == {"spear_budget_keys", "spear_budget_hatch", "spear_budget_requests"}
+
+
+class RoundTrips:
+    """A TCP relay in front of PostgreSQL that counts round trips: each time a connection's
+    client speaks after its server did (a pipeline's statements sent together count once)."""
+
+    def __init__(self, port: int) -> None:
+        self.port, self.count, self._lock = port, 0, threading.Lock()
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self._listener.getsockname()[1]}"
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:  # closed
+                return
+            server = socket.create_connection(("127.0.0.1", self.port))
+            last = ["server"]
+            for source, sink in ((client, server), (server, client)):
+                threading.Thread(target=self._pump, args=(source, sink, source is client, last),
+                                 daemon=True).start()
+
+    def _pump(self, source: socket.socket, sink: socket.socket, from_client: bool,
+              last: list[str]) -> None:
+        with contextlib.suppress(OSError):
+            while data := source.recv(65536):
+                with self._lock:
+                    side = "client" if from_client else "server"
+                    self.count += from_client and last[0] == "server"
+                    last[0] = side
+                sink.sendall(data)
+        with contextlib.suppress(OSError):
+            sink.shutdown(socket.SHUT_WR)
+
+    def close(self) -> None:
+        self._listener.close()
+
+
+def test_an_admission_and_a_settlement_are_one_round_trip_each(database, store):
+    """So a key's row lock is held while the server runs one statement, never across the
+    network: what a key's concurrent requests would queue on."""
+    port = int(database.url.rsplit(":", 1)[1].split("/")[0])
+    relay = RoundTrips(port)
+    relayed = PgStore(database.url.replace(f"127.0.0.1:{port}", relay.address), hatch_cap_usd=10.0,
+                      max_connections=1, hold_ttl_seconds=600.0)
+    try:
+        relayed.admit("ana", "warm", 1.0, 10.0)  # the pool's connection and its prepared plans
+        counts = []
+        for call in (lambda: relayed.admit("ana", "r1", 1.0, 10.0), lambda: relayed.settle("r1", 0.5)):
+            before = relay.count
+            call()
+            counts.append(relay.count - before)
+        assert counts == [1, 1]
+        assert relayed.used_usd("ana") == 0.5 and relayed.held_usd("ana") == 1.0
+    finally:
+        relayed.close()
+        relay.close()
 
 
 # --- Concurrency: each process is its own store (its own connections), as a replica is.

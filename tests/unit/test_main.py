@@ -4,11 +4,15 @@ stays secret is checked on the real engine's state, in test_inference_host.py.)"
 
 from __future__ import annotations
 
+import ast
+import subprocess
+import sys
+
 import pytest
 
 from spear import tokens
-from tests.support.stack_files import (SEED_COMMAND_LINE, RecordingMocks, mocked_stack, prod_raw,
-                                       run_main)
+from tests.support.stack_files import (REPO, SEED_COMMAND_LINE, RecordingMocks, mocked_stack,
+                                       prod_raw, run_main)
 
 
 @pytest.fixture
@@ -59,3 +63,18 @@ def test_prod_restart_triggers_name_what_restarts_the_server(prod_program):
     triggers = prod_program.resources["reds-unit"].inputs["restart_triggers"]
     assert set(triggers) == {"build_key", "model", "server_conf", "launcher"}
     assert triggers["build_key"] == prod_program.resources["reds-llama-server"].inputs["build_key"]
+
+
+def test_the_programs_imports_load_no_kubernetes_api_group_until_a_stack_makes_one():
+    """A stack without a cluster never pays for pulumi_kubernetes' generated modules (0.6 s of
+    every preview, docs/BENCHMARKS.md "Preview at scale"): they load when a resource is made."""
+    tree = ast.parse((REPO / "__main__.py").read_text())
+    modules = sorted({node.module for node in ast.walk(tree)
+                      if isinstance(node, ast.ImportFrom) and node.module})
+    probe = ("import importlib, sys\n"
+             f"for module in {modules!r}:\n    importlib.import_module(module)\n"
+             "print(sorted(m for m in sys.modules if m.startswith('pulumi_kubernetes.')"
+             " and m.endswith('.v1')))")
+    loaded = subprocess.run([sys.executable, "-c", probe], cwd=REPO, check=True,
+                            capture_output=True, text=True).stdout
+    assert "components.agent_seats" in modules and loaded.strip() == "[]"
