@@ -18,7 +18,7 @@ from config.load import load
 from config.types import (FRONTIER_API_KEY, GATEWAY_BACKUP_KEY, GATEWAY_DATABASE_URL,
                           GATEWAY_MASTER_KEY, GATEWAY_TLS_CERTIFICATE, GATEWAY_TLS_KEY,
                           RUNPOD_API_KEY, VLLM_API_KEY)
-from spear.rules import FLEET_UPSTREAM, PREFIX_AFFINITY
+from spear.rules import FLEET_UPSTREAM
 
 stack = load()
 
@@ -50,8 +50,7 @@ fleet = None if cfg.vllm_fleet is None else VllmFleet("vllm", VllmFleetArgs(
     request_timeout=cfg.gateway.request_timeout if cfg.gateway else None,
     gateway=metrics_target(cfg.gateway) if cfg.gateway else None,
     gateway_key=stack.api_keys[GATEWAY_MASTER_KEY] if cfg.gateway else None,
-    pod_router=bool(cfg.gateway and FLEET_UPSTREAM in cfg.gateway.upstreams
-                    and cfg.gateway.fleet_routing == PREFIX_AFFINITY)))
+    pod_router=bool(cfg.gateway and cfg.gateway.picks_fleet_pods)))
 
 # The gateway routes `coder` to the endpoints it names, each through a tunnel at its backend's
 # client port on a gateway host, and to the fleet's tracks at their Services; in the fleet's
@@ -64,7 +63,7 @@ fleet_routes = FleetRoutes(tracks=fleet.tracks, api_key=stack.api_keys[VLLM_API_
                            cache_salt_scope=cfg.vllm_fleet.cache_salt,
                            provider=fleet.provider, cluster=fleet.cluster,
                            router=fleet.router) \
-    if fleet is not None and gateway_cfg and FLEET_UPSTREAM in gateway_cfg.upstreams else None
+    if fleet is not None and gateway_cfg and gateway_cfg.routes_fleet else None
 # Every developer's wiring: the stack's harness versions, and the window coder serves.
 harnesses = HarnessPins(cfg.harnesses, coder_window(cfg))
 gateway = None if gateway_cfg is None else place_gateway(gateway_cfg.name, GatewayArgs(

@@ -30,8 +30,9 @@ from spear.rollout_gate import Policy as GatePolicy
 from spear.rollout_gate import Record as GateRecord
 from spear.rollout_gate import Refused as RefusedRecord
 from spear.rules import (BACKUP_DUMP, BACKUP_DUMP_TEXT, BUDGET_DURATION, BUDGET_DURATION_TEXT,
-                         DEFAULT_PRIORITY_CLASS, EGRESS_NETWORK_TEXT, GENERAL_RING, IMAGE, IMAGE_DIGEST,
-                         IMAGE_TAG, PRIORITY_CLASSES, RINGS, SERVICE_SPREAD, egress_network_problem,
+                         DEFAULT_PRIORITY_CLASS, EGRESS_NETWORK_TEXT, FLEET_UPSTREAM, GENERAL_RING, IMAGE,
+                         IMAGE_DIGEST, IMAGE_TAG, PREFIX_AFFINITY, PRIORITY_CLASSES, RINGS,
+                         SERVICE_SPREAD, egress_network_problem,
                          image_pin_problem, is_loopback)
 from spear.vllm import BYTES_PER_PARAMETER, GPU_MEMORY_UTILIZATION, TOOL_CALL_PARSER
 
@@ -509,6 +510,16 @@ class Gateway:
         """Where it runs: `host` (a gateway host, gateway.ssh) or `kubernetes` (the fleet's
         cluster, gateway.kubernetes); components/gateway/__init__.py has one of each."""
         return "host" if self.kubernetes is None else "kubernetes"
+
+    @property
+    def routes_fleet(self) -> bool:
+        """`coder` reaches the vLLM fleet's tracks (coder.upstreams names vllmFleet)."""
+        return FLEET_UPSTREAM in self.upstreams
+
+    @property
+    def picks_fleet_pods(self) -> bool:
+        """It picks each request's pod itself (prefix affinity), so it lists the tracks' pods."""
+        return self.routes_fleet and self.fleet_routing == PREFIX_AFFINITY
 
 
 # --------------------------------------------------------------------------------------------

@@ -80,7 +80,7 @@ def fleet_routes_known_at_preview(check: Checker, cfg: FleetConfig,
                                   raw: Mapping[str, Any]) -> None:
     """A gateway routing `coder` to the fleet reaches each track's Service at a fixed IP."""
     fleet = cfg.vllm_fleet
-    if cfg.gateway and fleet and FLEET_UPSTREAM in cfg.gateway.upstreams and not fleet.service_ips:
+    if cfg.gateway and fleet and cfg.gateway.routes_fleet and not fleet.service_ips:
         check.report("vllmFleet.serviceIPs", "nothing", "each track's Service IP (stable, and canary"
                      " with a canary), required while gateway.coder.upstreams names vllmFleet:"
                      " the gateway's routes to the fleet are then known at preview")
@@ -94,7 +94,7 @@ def fleet_callers_named(check: Checker, cfg: FleetConfig, raw: Mapping[str, Any]
     if fleet is None or fleet.ingress_from:
         return
     outside = []
-    if gateway and gateway.kubernetes is None and FLEET_UPSTREAM in gateway.upstreams:
+    if gateway and gateway.kubernetes is None and gateway.routes_fleet:
         outside.append("the gateway host (gateway.coder.upstreams names vllmFleet)")
     if fleet.prometheus.mode == "bundled":
         outside.append("the bundled Prometheus, on the node's network")
