@@ -10,5 +10,6 @@ Its rooms, each a package saying what it stands in for or builds:
 - servers/: real servers started for a test or a benchmark (PostgreSQL, S3Proxy, LiteLLM);
 - bench/: the benchmarks behind scripts/bench-*.
 Beside them: engine.py (the Pulumi engine on a throwaway project copy), local_stack.py (the
-embedded default's up and report), progress.py and report.py (how long runs talk).
+embedded default's up and report), progress.py and report.py (how long runs talk), prefetch.py
+(what the tests install on first use, made ahead by scripts/test).
 """

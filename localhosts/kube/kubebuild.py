@@ -348,14 +348,20 @@ def ensure_all() -> list[Path]:
 
 
 def main(argv: list[str]) -> int:
+    """Builds the named artifacts (none: all) and installs the provider plugin. `--build-only`
+    leaves the plugin to whoever needs it (install_provider_plugin): scripts/test starts the
+    build before the engine the install runs exists."""
+    build_only = "--build-only" in argv
     try:
         found = artifacts()
-        names = argv or list(found)
+        names = [a for a in argv if a != "--build-only"] or list(found)
         unknown = [n for n in names if n not in found]
         if unknown:
-            raise BuildError(f"unknown artifact {', '.join(unknown)}; allowed: {', '.join(found)}")
+            raise BuildError(f"unknown artifact {', '.join(unknown)}; allowed: {', '.join(found)},"
+                             " and the option --build-only")
         for name in names:
-            print(install_provider_plugin() if name == "provider" else found[name].ensure())
+            plugin = name == "provider" and not build_only
+            print(install_provider_plugin() if plugin else found[name].ensure())
     except BuildError as exc:
         print(f"setup-kubernetes: error: {exc}", file=sys.stderr)
         return 1

@@ -19,7 +19,13 @@ from pathlib import Path
 from components.cache import cache_dir
 from components.gateway import offline_engine
 from components.gateway.install import INSTALL_SH
+from config.schema.gateway import DEFAULT_LITELLM
 from localhosts.hosts.wheelhouse import ensure_wheelhouse
+
+# The LiteLLM versions the tests run the gateway on: the default (the cookbook's pin) and the
+# upgrade they take it to, the newest whose [proxy] extra installs here.
+UPGRADE_LITELLM = "1.108.7"
+TESTED_LITELLM = (DEFAULT_LITELLM, UPGRADE_LITELLM)
 
 
 def offline_bundle_dir() -> Path:

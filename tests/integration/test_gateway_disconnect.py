@@ -21,7 +21,7 @@ from components.hostops.waiting import wait_until
 from localhosts.images import harness_install
 from localhosts.standins.frontier_standin import FrontierStandin
 from localhosts.servers.litellm_proxy import migrate
-from localhosts.servers.litellm_venv import litellm_venv
+from localhosts.servers.litellm_venv import TESTED_LITELLM, litellm_venv
 from localhosts.standins.openai_upstream import OpenAIUpstream
 from localhosts.servers.postgres import postgres_database
 from localhosts.servers.spear_gateway_proxy import FRONTIER_KEY, gateway_config, metric, spear_proxy
@@ -29,7 +29,7 @@ from spear import harness
 from spear.rules import CODER_MODEL
 
 # LiteLLM version: (proxy port, first of two stand-in ports: the fleet, the frontier)
-VERSIONS = {"1.91.1": (4150, 8196), "1.108.7": (4151, 8198)}
+VERSIONS = dict(zip(TESTED_LITELLM, ((4150, 8196), (4151, 8198))))
 PRICES = (1e-6, 1e-4)  # USD per token, (input, output)
 MAX_TOKENS = 32
 CUTS, PLAIN = 24, 4

@@ -19,7 +19,7 @@ from components.hostops.waiting import wait_until
 from localhosts.images import harness_install
 from localhosts.standins.frontier_standin import FrontierStandin
 from localhosts.servers.litellm_proxy import migrate
-from localhosts.servers.litellm_venv import litellm_venv
+from localhosts.servers.litellm_venv import TESTED_LITELLM, litellm_venv
 from localhosts.standins.openai_upstream import OpenAIUpstream
 from localhosts.servers.postgres import postgres_database
 from localhosts.servers.spear_gateway_proxy import FRONTIER_KEY, gateway_config, metric, spear_proxy
@@ -27,7 +27,7 @@ from spear import harness
 from spear.rules import CODER_MODEL, HARNESS_METRICS_PATH
 
 # LiteLLM version: (proxy port, first of two stand-in ports: the fleet, the frontier)
-VERSIONS = {"1.91.1": (4140, 8190), "1.108.7": (4141, 8192)}
+VERSIONS = dict(zip(TESTED_LITELLM, ((4140, 8190), (4141, 8192))))
 FILE = "hello.py"
 CONTENT = "print('hello from the fleet')\n"
 EXPORTS = os.path.join(os.path.dirname(__file__), "..", "unit", "gateway", "data")

@@ -12,7 +12,7 @@ import pytest
 
 from components.vllm_fleet import alerts, dashboard
 from config.types import Alerts, Hatch, Pricing
-from localhosts.servers.litellm_venv import litellm_venv
+from localhosts.servers.litellm_venv import TESTED_LITELLM, litellm_venv
 from spear.rules import CODER_MODEL, FRONTIER_MODEL
 from localhosts.standins.frontier_standin import FrontierStandin
 from localhosts.servers.litellm_proxy import ProxyError
@@ -21,7 +21,7 @@ from localhosts.servers.spear_gateway_proxy import (FRONTIER_KEY, gateway_config
                                              spear_proxy)
 from tests.support.prometheus import prometheus
 
-VERSIONS = {"1.91.1": (4120, 8150, 8160), "1.108.7": (4121, 8151, 8161)}
+VERSIONS = dict(zip(TESTED_LITELLM, ((4120, 8150, 8160), (4121, 8151, 8161))))
 PROMETHEUS_PORT = 9190
 CLIENT_ERRORS = [400, 401, 404, 422]
 FLEET_FAILURES = [429, 500, 503, "timeout"]

@@ -24,6 +24,7 @@ import yaml
 from components.gateway.backup import CIPHER
 from components.hostops.ssh import Session
 from localhosts import local_stack
+from localhosts.servers.litellm_venv import UPGRADE_LITELLM as UPGRADE
 from spear.harness import CLAUDE_CODE, CODEX, OPENHANDS, QWEN_CODE
 from spear.rules import GATEWAY_UNIT, SMOKE_ANSWER, tunnel_unit
 from localhosts.engine import REPO, Project, engine_env
@@ -33,7 +34,6 @@ STACK = "gw"
 GATEWAY_SSH, INFERENCE_SSH = 2290, 2291
 SERVER_PORT, CLIENT_PORT = 8170, 8171  # llama-server on its host; the tunnel's end on the gateway
 PROXY_PORT, DATABASE_PORT = 4040, 25430
-UPGRADE = "1.108.7"  # the newest LiteLLM whose [proxy] extra installs here
 MASTER_KEY = "sk-spear-it-master-5d1c0e"
 FRONTIER_KEY = "sk-ant-it-frontier-9b7f"
 BACKUP_KEY = "it-gw-backup-passphrase-6f1d2c8a9e0b4"

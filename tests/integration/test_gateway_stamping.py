@@ -15,7 +15,7 @@ import pytest
 from components.gateway.keys import key_metadata
 from components.hostops.waiting import wait_until
 from config.types import Developer
-from localhosts.servers.litellm_venv import litellm_venv
+from localhosts.servers.litellm_venv import TESTED_LITELLM, litellm_venv
 from spear.rules import CODER_MODEL
 from localhosts.standins.frontier_standin import FrontierStandin
 from localhosts.servers.litellm_proxy import ProxyError, migrate
@@ -24,7 +24,7 @@ from localhosts.servers.postgres import postgres_database
 from localhosts.servers.spear_gateway_proxy import FRONTIER_KEY, gateway_config, metric, spear_proxy
 
 # proxy port, first of four stand-in ports (stable, canary, plain, frontier)
-VERSIONS = {"1.91.1": (4130, 8174), "1.108.7": (4131, 8180)}
+VERSIONS = dict(zip(TESTED_LITELLM, ((4130, 8174), (4131, 8180))))
 VLLM = {"spear_cache_salt": True, "spear_priority": True}
 DEPLOYMENTS = {"stable": {"id": "vllm-stable", "spear_track": "stable", **VLLM},
                "canary": {"id": "vllm-canary", "spear_track": "canary", **VLLM},

@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from localhosts.servers.litellm_venv import litellm_venv, offline_bundle_dir
+from localhosts.servers.litellm_venv import TESTED_LITELLM, litellm_venv, offline_bundle_dir
 from localhosts.servers.litellm_proxy import LitellmProxy, ProxyError, migrate
 from localhosts.standins.openai_upstream import OpenAIUpstream
 from localhosts.servers.postgres import postgres_database
 
-OLD, NEW = "1.91.1", "1.108.7"
+OLD, NEW = TESTED_LITELLM
 PROXY_PORT = 4100
 UPSTREAM_PORT = 4119  # this helper's range (LiteLLM 4100-4119)
 # USD per token: a 12-token reply costs about 3e-4, so a 1e-4 budget is spent by one request.

@@ -66,3 +66,19 @@ def test_the_provider_builds_first_so_the_tests_that_need_only_it_need_not_wait_
     monkeypatch.setattr(kubebuild, "install_provider_plugin", lambda: ensured.append("provider"))
     kubebuild.ensure_all()
     assert ensured == ["provider", "etcd", "gvisor", "node", "kubernetes"]
+
+
+def test_build_only_builds_the_provider_without_installing_it_and_an_unknown_name_is_refused(
+        monkeypatch, capsys):
+    done = []
+    monkeypatch.setattr(Artifact, "ensure", lambda self: done.append(self.name) or self.folder)
+    monkeypatch.setattr(kubebuild, "install_provider_plugin", lambda: done.append("plugin"))
+    assert kubebuild.main(["--build-only"]) == 0
+    assert done == ["provider", "etcd", "gvisor", "node", "kubernetes"]
+    done.clear()
+    assert kubebuild.main(["provider"]) == 0
+    assert done == ["plugin"]
+    done.clear()
+    assert kubebuild.main(["etcd", "kubelet"]) == 1
+    assert done == []
+    assert "unknown artifact kubelet; allowed: provider, etcd, gvisor, node, kubernetes" in capsys.readouterr().err

@@ -27,7 +27,8 @@ def test_localhosts_holds_only_its_rooms_and_the_few_modules_beside_them():
     packages = {p.parent.name for p in LOCALHOSTS.glob("*/__init__.py")}
     assert packages == ROOMS
     beside = {p.name for p in LOCALHOSTS.glob("*.py")}
-    assert beside == {"__init__.py", "engine.py", "local_stack.py", "progress.py", "report.py"}
+    assert beside == {"__init__.py", "engine.py", "local_stack.py", "prefetch.py", "progress.py",
+                      "report.py"}
 
 
 def test_each_room_says_what_it_stands_in_for_or_builds():
