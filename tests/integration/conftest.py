@@ -22,9 +22,11 @@ def pytest_collection_modifyitems(items):
     # which builds first: they run while the cluster's binaries build. Whole modules move, so a
     # module's scenario keeps its order and its module fixtures are set up once.
     on_cluster = {item.path for item in items if "kube_cluster" in item.fixturenames}
+    # A test that stops the cluster waits until no other session uses it: it goes last, alone.
     # Stable: the order within each group stays the files' order.
     items.sort(key=lambda item: (item.get_closest_marker("kubernetes") is not None,
-                                 item.path in on_cluster))
+                                 item.path in on_cluster,
+                                 item.get_closest_marker("sole_cluster") is not None))
 
 
 @pytest.fixture(scope="session")

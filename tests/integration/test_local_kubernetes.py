@@ -14,9 +14,10 @@ import pytest
 
 from localhosts.kube import kubenode
 from localhosts.kube.kubebuild import KUBERNETES_VERSION
-from localhosts.kube.kubecluster import GPU_RESOURCE, LOCAL_CLUSTER, node_ready, start_cluster, stop_cluster
+from localhosts.kube.kubecluster import GPU_RESOURCE, LOCAL_CLUSTER, node_ready, stop_cluster
 from localhosts.images.serving_image.build import ensure_image
 from localhosts.engine import Project, engine_env
+from tests.support.kube import sole_use
 
 pytestmark = [pytest.mark.integration, pytest.mark.kubernetes]
 
@@ -103,13 +104,14 @@ def test_a_deployment_made_by_pulumi_up_runs_real_pods_behind_its_service_and_de
     assert client.get("/api/v1/namespaces/smoke") is None
 
 
+@pytest.mark.sole_cluster
 def test_stopping_the_cluster_restores_every_machine_setting_the_node_changed(kube_cluster):
-    before = json.loads(kubenode.snapshot_file(kube_cluster.state_dir).read_text())
-    # The node changed the machine while it runs (measured: the kubelet sets these).
-    assert kubenode.leftovers(kube_cluster.state_dir, before), "a running node changes nothing?"
-    stop_cluster(LOCAL_CLUSTER)
-    try:
-        assert kubenode.leftovers(kube_cluster.state_dir, before) == []
-        assert not kubenode.snapshot_file(kube_cluster.state_dir).exists()
-    finally:  # the session's later tests use the cluster
-        start_cluster(LOCAL_CLUSTER, kube_cluster.gpus, [ensure_image().archive])
+    # The other `kubernetes` pytest's tests must not lose the cluster under them: alone, and it
+    # runs again afterwards (sole_use).
+    with sole_use() as cluster:
+        before = json.loads(kubenode.snapshot_file(cluster.state_dir).read_text())
+        # The node changed the machine while it runs (measured: the kubelet sets these).
+        assert kubenode.leftovers(cluster.state_dir, before), "a running node changes nothing?"
+        stop_cluster(LOCAL_CLUSTER)
+        assert kubenode.leftovers(cluster.state_dir, before) == []
+        assert not kubenode.snapshot_file(cluster.state_dir).exists()
