@@ -4,7 +4,8 @@
 # prometheus (the alert rules are checked and evaluated with them), the Python virtualenv, the
 # Pulumi engine with the command plugin and the policy pack's virtualenv (scripts/setup-engine.sh).
 # The kubernetes provider plugin and the local cluster's binaries build with
-# scripts/setup-kubernetes.sh (scripts/test starts it; a stack with a vLLM fleet needs the plugin).
+# scripts/setup-kubernetes.sh (scripts/test builds them in the background; a stack with a vLLM fleet
+# needs the plugin).
 # The local hosts install their own host tools (debootstrap, systemd-container, zstd) when one is
 # first booted (localhosts/hosts/rootfs.py). `--no-engine` skips the engine (scripts/test builds it
 # after starting the hosts' build, which needs only the virtualenv).

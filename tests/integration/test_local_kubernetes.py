@@ -106,7 +106,7 @@ def test_a_deployment_made_by_pulumi_up_runs_real_pods_behind_its_service_and_de
 
 @pytest.mark.sole_cluster
 def test_stopping_the_cluster_restores_every_machine_setting_the_node_changed(kube_cluster):
-    # The other `kubernetes` pytest's tests must not lose the cluster under them: alone, and it
+    # Another pytest's tests on this machine must not lose the cluster under them: alone, and it
     # runs again afterwards (sole_use).
     with sole_use() as cluster:
         before = json.loads(kubenode.snapshot_file(cluster.state_dir).read_text())

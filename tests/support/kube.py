@@ -3,7 +3,7 @@ for a test session, shared by every test that needs one (the `kube_cluster` fixt
 tests/integration/conftest.py). The session starts it unless it runs already (the local stack's,
 left as it is, since tests work in namespaces of their own).
 
-Sessions may share it side by side (scripts/test runs two `kubernetes` pytests): each holds the
+Sessions may share it side by side (two pytests on one machine): each holds the
 users lock shared while it uses the cluster, and the last one out stops it if a test session
 started it, which also restores what the node changed on the machine. A test that stops the
 cluster itself takes the lock alone (`sole_use`)."""

@@ -1,6 +1,6 @@
-"""Test sessions share the one local cluster (tests/support/kube.py): scripts/test runs two
-`kubernetes` pytests side by side. Here each session is a forked process and the cluster a fake
-whose starts and stops go to a log: the last session out stops the cluster a session started,
+"""Test sessions share the one local cluster (tests/support/kube.py) when two pytests run side by
+side on one machine. Here each session is a forked process and the cluster a fake whose starts
+and stops go to a log: the last session out stops the cluster a session started,
 never the local stack's, and a test that stops it waits to have it alone."""
 
 from __future__ import annotations
