@@ -286,10 +286,10 @@ def _guarded(sandbox: AgentSandbox) -> list[dict[str, Any]]:
              "volumeMounts": [{"name": POD_INFO_VOLUME, "mountPath": POD_INFO, "readOnly": True}]}]
 
 
-def guard_namespace(sandbox: AgentSandbox) -> str:
+def guard_namespace(seats_namespace: str) -> str:
     """Its own namespace: no NetworkPolicy there may select it (on the node's network, a policy
     that did would put the node's address among the pods' the enforcer judges)."""
-    return f"{sandbox.namespace}-{GUARD}"
+    return f"{seats_namespace}-{GUARD}"
 
 
 def _guard_labels() -> dict[str, str]:
@@ -311,7 +311,7 @@ def guard_objects(sandbox: AgentSandbox, trust: GatewayTrust) -> list[tuple[str,
     pods, its program and settings, then its DaemonSet, in creation order."""
     guard: NodeGuard | None = sandbox.node_guard
     assert guard is not None
-    namespace, labels = guard_namespace(sandbox), _guard_labels()
+    namespace, labels = guard_namespace(sandbox.namespace), _guard_labels()
     files = {GUARD_PROGRAM: Path(node_guard.__file__).read_text(),
              GUARD_CONFIG: json.dumps(guard_config(sandbox, trust), indent=2, sort_keys=True)}
     digest = hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()

@@ -46,7 +46,7 @@ from components.hostops.waiting import wait_until
 from localhosts.images import gateway_image, harness_install, node_guard_image, seat_image
 from localhosts.kube import kubebuild, kubenode
 from localhosts.standins import frontier_standin, tiny_model
-from components.agent_seats import node_guard
+from components.agent_seats import manifests, node_guard
 from spear import seats
 from spear.harness import DEFAULT_VERSIONS, HARNESSES, ONE_TURN, OPENHANDS, QWEN_CODE
 from spear.rules import GATEWAY_POD_LABELS, pods_peer
@@ -92,7 +92,8 @@ DEVELOPERS = {"ana": {"team": "platform", "maxBudget": 50},
               "dee": {"team": "platform", "maxBudget": BUDGET},
               "eve": {"team": "research", "maxBudget": BUDGET}}
 SANDBOX_NS = "agents-it"
-GUARD_NS, GUARD_DAEMON_SET = f"{SANDBOX_NS}-node-guard", "node-guard"  # the node guard's
+# The node guard's namespace and DaemonSet.
+GUARD_NS, GUARD_DAEMON_SET = manifests.guard_namespace(SANDBOX_NS), manifests.GUARD
 # Outside the sandbox: a package mirror stand-in (a static file server, Python's http.server from
 # the seat image) that the sandbox declares by its pod's address and one port, a second port of
 # the same server, which it does not, and the frontier provider's stand-in in a pod of its own

@@ -35,6 +35,7 @@ import pytest
 from spear_gateway.exporter import this_month
 from spear_gateway.pg_store import PgStore
 
+from components.agent_seats.manifests import guard_namespace
 from components.cache import cache_dir
 from components.hostops.waiting import wait_until
 from components.vllm_fleet import alerts
@@ -125,7 +126,8 @@ def local(tmp_path_factory, kube_cluster):
     # Nor has its cluster the local stack's objects: an earlier local stack stopped without
     # `pulumi destroy` leaves them in the cluster's state, and the provider's server-side apply
     # would adopt them (old pods and all) into this fresh stack.
-    clear(kube_cluster.client(), [FLEET_NAMESPACE, AGENT_NAMESPACE], [MODEL_CACHE_VOLUME])
+    clear(kube_cluster.client(), [FLEET_NAMESPACE, AGENT_NAMESPACE, guard_namespace(AGENT_NAMESPACE)],
+          [MODEL_CACHE_VOLUME])
     local_stack.start(fresh=True)
     local_stack.start_gateway(fresh=True)
     project = project_copy(REPO, tmp_path_factory.mktemp("project"))

@@ -6,6 +6,7 @@ never the local stack's, and a test that stops it waits to have it alone."""
 from __future__ import annotations
 
 import multiprocessing
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -95,8 +96,8 @@ def test_a_test_that_stops_the_cluster_waits_to_have_it_alone_and_leaves_it_runn
         with kube.session_cluster():
             other_in.set()
             stopping_in.wait(10)
-            cluster.note("other working")
-        cluster.note("other left")
+            time.sleep(1)  # long enough that a stopping test that did not wait would come first
+            cluster.note("other leaving")  # its last step in the session: the lock is released next
 
     def stopping():
         other_in.wait(10)
@@ -110,6 +111,6 @@ def test_a_test_that_stops_the_cluster_waits_to_have_it_alone_and_leaves_it_runn
 
     run(other, stopping)
     log = cluster.log()
-    assert log.index("other left") < log.index("alone")
+    assert log.index("other leaving") < log.index("alone")
     # Stopped by the test, started again, and stopped by the last session out.
     assert log[log.index("alone"):] == ["alone", "stop", "start", "stop", "stopping left"]
