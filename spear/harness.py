@@ -13,6 +13,8 @@ from __future__ import annotations
 import json
 import re
 import shlex
+import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,6 +37,13 @@ EXACT_VERSION_TEXT = ("an exact version such as 1.2.3 or 1.2.3-beta.1 (no range,
 PACKAGES = {QWEN_CODE: ("npm", "@qwen-code/qwen-code"), CLAUDE_CODE: ("npm", "@anthropic-ai/claude-code"),
             CODEX: ("npm", "@openai/codex"), OPENHANDS: ("pypi", "openhands")}
 
+# Each pinned version's lockfile, committed in the project (LOCKS/<harness>/<version>/): npm's
+# manifest and package-lock, or a uv project and its uv.lock. The seats' harnesses are installed
+# from it (localhosts/images/harness_install.py), so a pin pins every dependency, not the
+# harness's own package alone: `scripts/harness-lock <harness> <version>` writes one.
+LOCKS = "hosts/seat/harnesses"
+LOCK_FILES = {"npm": ("package.json", "package-lock.json"), "pypi": ("pyproject.toml", "uv.lock")}
+
 CODEX_CONFIG = "~/.codex/config.toml"
 CODEX_KEY_ENV = "OWNED_API_KEY"
 QWEN_SETTINGS = "~/.qwen/settings.json"
@@ -54,6 +63,39 @@ def install_command(harness: str, version: str) -> str:
         return f"npm install -g {package}@{version}"
     # OpenHands needs Python 3.12 (its own requirement); uv fetches one when none is there.
     return f"uv tool install --python 3.12 {package}=={version}"
+
+
+def lock_folder(harness: str, version: str) -> str:
+    return f"{LOCKS}/{harness}/{version}"
+
+
+def lock_problem(harness: str, version: str, files: Mapping[str, bytes | None]) -> str | None:
+    """Why `files` (the lock folder's LOCK_FILES by name, None for a missing one) do not lock
+    exactly `version` of the harness's package; None when they do. The one predicate the config
+    check, the installs and the tests call."""
+    registry, package = PACKAGES[harness]
+    missing = [name for name in LOCK_FILES[registry] if files.get(name) is None]
+    if missing:
+        return f"{', '.join(missing)} missing"
+    manifest, lock = (files[name] for name in LOCK_FILES[registry])
+    try:
+        if registry == "npm":
+            wanted = json.loads(manifest).get("dependencies")
+            locked = json.loads(lock)["packages"]
+            pinned = (locked[""].get("dependencies"), locked[f"node_modules/{package}"]["version"])
+        else:
+            wanted = {package: dep.removeprefix(f"{package}==") for dep in
+                      tomllib.loads(manifest.decode())["project"]["dependencies"]}
+            versions = {entry["name"]: entry["version"]
+                        for entry in tomllib.loads(lock.decode())["package"]}
+            pinned = (wanted, versions[package])
+    except (ValueError, KeyError, TypeError, AttributeError) as error:
+        return f"not a lock of {package} ({error!r})"
+    if wanted != {package: version}:
+        return f"its manifest asks for {json.dumps(wanted)}, not {package} {version} alone"
+    if pinned != ({package: version}, version):
+        return f"its lock holds {package} {pinned[1]}, not {version}"
+    return None
 
 
 # How each harness is told to trust the gateway's root certificate (a PEM file), tried against a

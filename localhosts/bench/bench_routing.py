@@ -16,22 +16,33 @@ image reads off llama-server's timings.cache_n), TTFT p50/p95 as the client sees
 and the ratios affinity / spread: of the cached share, of the prompt tokens computed again (the
 misses, what prefill costs) and of TTFT p95. The spread phase goes straight to the Service (no gateway hop,
 which only flatters its TTFT). Needs `scripts/up-local` first. Numbers, not a test:
-`scripts/bench-routing [--sessions N] [--turns N]`.
+`scripts/bench-routing [--sessions N] [--turns N] [--pods N]`.
+
+`--pods N` runs on N stable pods: the stable Deployment is scaled to N through its scale
+subresource for the run and back afterwards, and the run's own entry is then taken out of the
+Deployment's managed fields, so the stack's next server-side apply owns `replicas` alone again
+(an `up` would otherwise meet a field conflict).
 """
 
 from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import contextlib
 import json
 import subprocess
 import sys
+import time
 import urllib.request
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
+from components.hostops.waiting import wait_until
+from components.vllm_fleet.manifests import deployment_name
 from gate.run import Endpoint
 from localhosts.kube.kubecluster import KubeClient
+from spear.fleet import STABLE
 from spear.rollout_gate import percentile
 from spear.rules import CODER_MODEL
 
@@ -60,8 +71,49 @@ def pulumi(*args: str) -> dict:
 
 
 def stable_pods(client: KubeClient, namespace: str) -> list[str]:
+    """The stable track's ready pods' addresses."""
     pods = client.get(f"/api/v1/namespaces/{namespace}/pods?labelSelector=app%3Dvllm%2Ctrack%3Dstable")
-    return [p["status"]["podIP"] for p in pods["items"] if p["status"].get("phase") == "Running"]
+    return [p["status"]["podIP"] for p in pods["items"]
+            if p["metadata"].get("deletionTimestamp") is None
+            and any(c["type"] == "Ready" and c["status"] == "True"
+                    for c in p["status"].get("conditions") or [])]
+
+
+MANAGER = "bench-routing"
+# The gateway lists the track's pods every spear_gateway/pods.py POLL_SECONDS (1 s): a few
+# listings after the last pod is ready, it routes to all of them.
+LISTED_SECONDS = 5
+
+
+@contextlib.contextmanager
+def scaled(client: KubeClient, namespace: str, pods: int | None) -> Iterator[list[str]]:
+    """The stable track's ready pods, `pods` of them for the run when given (see the module's
+    docstring), back to the Deployment's own count after it."""
+    deployment = f"/apis/apps/v1/namespaces/{namespace}/deployments/{deployment_name(STABLE)}"
+    declared = client.get(deployment)["spec"]["replicas"]
+    if pods is None or pods == declared:
+        yield stable_pods(client, namespace)
+        return
+
+    def scale(replicas: int) -> None:
+        status, body = client.request(
+            "PATCH", f"{deployment}/scale?fieldManager={MANAGER}",
+            [{"op": "replace", "path": "/spec/replicas", "value": replicas}],
+            content_type="application/json-patch+json")
+        if status != 200:
+            raise SystemExit(f"bench-routing: scaling the stable track: HTTP {status} {body}")
+
+    scale(pods)
+    try:
+        if not wait_until(lambda: len(stable_pods(client, namespace)) == pods, 600, 2):
+            raise SystemExit(f"bench-routing: the stable track did not reach {pods} ready pods")
+        time.sleep(LISTED_SECONDS)
+        yield stable_pods(client, namespace)
+    finally:
+        scale(declared)
+        fields = client.get(deployment)["metadata"]["managedFields"]
+        client.patch(deployment, [{"op": "replace", "path": "/metadata/managedFields",
+                                   "value": [f for f in fields if f.get("manager") != MANAGER]}])
 
 
 def cache_counters(pods: list[str], port: int) -> tuple[float, float]:
@@ -115,7 +167,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="scripts/bench-routing", description=__doc__.split("\n\n")[0])
     parser.add_argument("--sessions", type=int, default=3, help="conversations per tenant")
     parser.add_argument("--turns", type=int, default=6, help="turns per conversation")
+    parser.add_argument("--pods", type=int, help="stable pods to run on (default: as deployed)")
     args = parser.parse_args(argv)
+    if args.pods is not None and args.pods < 2:
+        parser.error(f"--pods {args.pods}: two or more stable pods are needed")
     config = pulumi("config", "--show-secrets")
     routing = config["spear-fleet:gateway"]["objectValue"]["coder"].get("fleetRouting")
     if routing not in (None, "prefix-affinity"):
@@ -126,9 +181,6 @@ def main(argv: list[str] | None = None) -> int:
     harnesses = pulumi("stack", "output", "harnesses", "--show-secrets")
     namespace, service = fleet["namespace"], fleet["cluster_ips"]["stable"]
     port = int(fleet["endpoints"]["stable"].rsplit(":", 1)[1].split("/")[0])
-    pods = stable_pods(KubeClient(KUBECONFIG), namespace)
-    if len(pods) < 2:
-        raise SystemExit(f"bench-routing: the stable track has {len(pods)} running pod(s); two or more are needed")
     keys = {t: harnesses[t]["qwen-code"]["env"]["OPENAI_API_KEY"] for t in TENANTS}
     ways = {
         "spread (the Service)": ({t: Endpoint(f"http://{service}:{port}", vllm_key) for t in TENANTS},
@@ -137,12 +189,23 @@ def main(argv: list[str] | None = None) -> int:
         "affinity (the gateway)": ({t: Endpoint(f"http://{listen['host']}:{listen['port']}", keys[t])
                                     for t in TENANTS}, CODER_MODEL),
     }
-    print(f"{len(TENANTS)} tenants x {args.sessions} conversations x {args.turns} turns, on"
+    with scaled(KubeClient(KUBECONFIG), namespace, args.pods) as pods:
+        if len(pods) < 2:
+            raise SystemExit(f"bench-routing: the stable track has {len(pods)} ready pod(s);"
+                             " two or more are needed")
+        bench(ways, pods, port, args.sessions, args.turns)
+    return 0
+
+
+def bench(ways: dict[str, tuple[dict[str, Endpoint], str]], pods: list[str], port: int,
+          sessions: int, turns: int) -> None:
+    """Each way's phase on the pods, and the ratios."""
+    print(f"{len(TENANTS)} tenants x {sessions} conversations x {turns} turns, on"
           f" {len(pods)} stable pods")
     results = {}
     for name, (endpoints, model) in ways.items():
         before = cache_counters(pods, port)
-        ttfts = phase(endpoints, model, args.sessions, args.turns)
+        ttfts = phase(endpoints, model, sessions, turns)
         after = cache_counters(pods, port)
         hits, queries = after[0] - before[0], after[1] - before[1]
         results[name] = (hits / queries if queries else 0.0, percentile(ttfts, 50),
@@ -154,7 +217,6 @@ def main(argv: list[str] | None = None) -> int:
     print(f"affinity / spread: cached share x{near[0] / spread[0] if spread[0] else float('inf'):.2f},"
           f" prompt tokens computed again x{near[3] / spread[3] if spread[3] else float('inf'):.2f},"
           f" TTFT p95 x{near[2] / spread[2]:.2f}")
-    return 0
 
 
 if __name__ == "__main__":

@@ -167,6 +167,9 @@ BAD = [
      "harnesses.cursor", "one of qwen-code, openhands, claude-code, codex"),
     ("harnesses-not-an-object", {**gateway_raw(), "harnesses": "0.24.4"},
      "harnesses", "an object with keys qwen-code, openhands, claude-code, codex"),
+    ("harness-version-unlocked", {**gateway_raw(), "harnesses": {"codex": "0.171.0"}},
+     "harnesses.codex", "a version with its lockfile committed: `scripts/harness-lock codex 0.171.0`"
+                        " writes it"),
     ("harnesses-without-gateway", {**prod_raw(), "harnesses": {"codex": "0.169.0"}},
      "harnesses", "harnesses only with `gateway` (the harnesses are wired to it)"),
 ]
@@ -183,9 +186,8 @@ def test_no_two_bad_gateway_cases_share_an_id_or_a_refusal():
 
 
 def test_each_harness_takes_the_stacks_exact_version_and_the_others_their_default():
-    cfg = parse_stack({**gateway_raw(), "harnesses": {"codex": "0.170.0", "qwen-code": "0.25.0-preview.1"}})
-    assert cfg.harnesses == {**harness.DEFAULT_VERSIONS, "codex": "0.170.0",
-                             "qwen-code": "0.25.0-preview.1"}
+    cfg = parse_stack({**gateway_raw(), "harnesses": {"codex": "0.170.0"}})
+    assert cfg.harnesses == {**harness.DEFAULT_VERSIONS, "codex": "0.170.0"}
     assert parse_stack(gateway_raw()).harnesses == harness.DEFAULT_VERSIONS
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import tomllib
 
+from localhosts.images.harness_install import lock_files
 from spear import harness
 
 URL = "http://127.0.0.1:4000"
@@ -102,3 +103,44 @@ def test_without_a_known_window_no_harness_is_told_one():
 def test_the_default_versions_are_exact_versions_of_every_harness():
     assert set(harness.DEFAULT_VERSIONS) == set(harness.HARNESSES)
     assert all(harness.EXACT_VERSION.fullmatch(v) for v in harness.DEFAULT_VERSIONS.values())
+
+
+# Lockfiles (spear/harness.py::lock_problem): what the seats install from.
+
+def test_every_default_version_has_a_committed_lock_of_exactly_that_version():
+    for name, version in harness.DEFAULT_VERSIONS.items():
+        assert harness.lock_problem(name, version, lock_files(name, version)) is None, name
+
+
+def test_a_missing_lock_file_is_named():
+    files = {**lock_files(harness.CODEX, "0.169.0"), "package-lock.json": None}
+    assert harness.lock_problem(harness.CODEX, "0.169.0", files) == "package-lock.json missing"
+
+
+def test_an_npm_lock_of_another_version_is_refused_though_its_manifest_asks_for_the_pin():
+    files = lock_files(harness.CODEX, "0.170.0")
+    files["package.json"] = lock_files(harness.CODEX, "0.169.0")["package.json"]
+    assert harness.lock_problem(harness.CODEX, "0.169.0", files) == \
+        "its lock holds @openai/codex 0.170.0, not 0.169.0"
+
+
+def test_a_manifest_asking_for_more_than_the_harness_is_refused():
+    files = lock_files(harness.CODEX, "0.169.0")
+    manifest = json.loads(files["package.json"])
+    manifest["dependencies"]["left-pad"] = "1.3.0"
+    files["package.json"] = json.dumps(manifest).encode()
+    assert harness.lock_problem(harness.CODEX, "0.169.0", files).startswith(
+        'its manifest asks for {"@openai/codex": "0.169.0", "left-pad": "1.3.0"}')
+
+
+def test_a_uv_lock_of_another_openhands_is_refused():
+    files = lock_files(harness.OPENHANDS, "1.16.0")
+    files["uv.lock"] = files["uv.lock"].replace(b'name = "openhands"\nversion = "1.16.0"',
+                                                b'name = "openhands"\nversion = "1.17.0"')
+    assert harness.lock_problem(harness.OPENHANDS, "1.16.0", files) == \
+        "its lock holds openhands 1.17.0, not 1.16.0"
+
+
+def test_what_is_no_lock_at_all_is_refused_saying_so():
+    files = {"package.json": b"{}", "package-lock.json": b"not json"}
+    assert harness.lock_problem(harness.CODEX, "0.169.0", files).startswith("not a lock of @openai/codex")

@@ -17,7 +17,7 @@ PURE_STDLIB = frozenset({
     "__future__", "abc", "base64", "binascii", "bisect", "collections", "copy", "dataclasses",
     "decimal", "difflib", "enum", "fractions", "functools", "hashlib", "heapq", "hmac",
     "ipaddress", "itertools", "json", "math", "numbers", "operator", "random", "re", "shlex",
-    "statistics", "string", "textwrap", "types", "typing", "unicodedata",
+    "statistics", "string", "textwrap", "tomllib", "types", "typing", "unicodedata",
 })
 # Builtins that do I/O, or run code (and imports) this check cannot see.
 IMPURE_BUILTINS = frozenset({"open", "print", "input", "breakpoint", "__import__", "exec", "eval"})
