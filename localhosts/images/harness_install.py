@@ -103,13 +103,13 @@ def install(harness: str, version: str) -> Path:
 
     def build() -> None:
         shutil.rmtree(folder, ignore_errors=True)  # a run that died half way
-        project = folder / "lock"
+        # npm reads the lock beside its prefix's manifest; uv exports from a project of its own.
+        npm = PACKAGES[harness][0] == "npm"
+        project = folder if npm else folder / "lock"
         project.mkdir(parents=True)
         for name, content in lock.items():
             (project / name).write_bytes(content)
-        if PACKAGES[harness][0] == "npm":
-            for name in lock:
-                shutil.copy(project / name, folder / name)
+        if npm:
             # Not `npm ci`: it refuses a lock without every platform's optional package, and
             # the registry here serves only some (Qwen-Code's clipboard builds). `npm install`
             # installs what the lock holds, at its versions and integrity hashes, and skips
