@@ -23,8 +23,11 @@ STACK = "team"
 PASSPHRASE = "shared-state-it-passphrase"
 TOKEN = "sk-shared-state-it-9f3a71"
 LOCKS = ".pulumi/locks/"
+# The file the slow step's provider writes, holding its round, when the engine has called it.
+MARKER = "step-started"
 # One step that takes `seconds`, so that an update is in flight long enough to race it.
 PROGRAM = '''
+import pathlib
 import time
 
 import pulumi
@@ -32,12 +35,17 @@ from pulumi.dynamic import CreateResult, Resource, ResourceProvider, UpdateResul
 
 
 class SlowProvider(ResourceProvider):
-    def create(self, props):
+    def run(self, props):
+        # The engine calls a provider once its save of the step as in flight has returned.
+        pathlib.Path(props["marker"]).write_text(props["round"])
         time.sleep(float(props["seconds"]))
+
+    def create(self, props):
+        self.run(props)
         return CreateResult("slow", dict(props))
 
     def update(self, _id, olds, news):
-        time.sleep(float(news["seconds"]))
+        self.run(news)
         return UpdateResult(dict(news))
 
 
@@ -49,7 +57,8 @@ class Slow(Resource):
 
 
 config = pulumi.Config()
-step = Slow("slow-step", {"seconds": config.require("seconds"), "round": config.require("round")})
+step = Slow("slow-step", {"seconds": config.require("seconds"), "round": config.require("round"),
+                         "marker": config.require("marker")})
 pulumi.export("round", step.round)
 pulumi.export("token", config.require_secret("token"))
 '''
@@ -67,7 +76,7 @@ def project(s3, tmp_path_factory):
     proj.env.update({**s3.env(), "PULUMI_BACKEND_URL": s3.backend_url,
                      "PULUMI_CONFIG_PASSPHRASE": PASSPHRASE})
     proj.pulumi("stack", "init", STACK)
-    for key, value in (("seconds", "0"), ("round", "1")):
+    for key, value in (("seconds", "0"), ("round", "1"), ("marker", str(proj.dir / MARKER))):
         proj.pulumi("config", "set", "--stack", STACK, key, value)
     proj.pulumi("config", "set", "--stack", STACK, "--secret", "token", TOKEN)
     return proj
@@ -120,13 +129,14 @@ def test_an_up_killed_mid_update_leaves_its_lock_which_pulumi_cancel_clears(proj
     set_round(project, 3, 3600)
     update = project.start_up(STACK)
     wait_for_lock(s3)
-    # The step is in flight once the state says so (a loaded machine may take seconds to start it).
-    assert wait_until(lambda: project.pending_operations(STACK), 120, interval=0.5), \
+    # The kill waits for the provider to have started, not for a read of the state to show the
+    # step: twice, in loaded runs, a read showed it in flight before the kill and the state
+    # left after it did not. The engine calls the provider only once its save has returned.
+    marker = project.dir / MARKER
+    assert wait_until(lambda: marker.exists() and marker.read_text() == "3", 120, interval=0.2), \
         "the update never started its step"
     faults.kill_engine(update)
     left = project.pending_operations(STACK)
-    # What the bucket holds, should this fail again: it did once under three pytests' load, the
-    # state then showing no pending operation though one was seen before the kill.
     assert [op["type"] for op in left] == ["updating"], \
         (left, {key: len(data) for key, data in s3.objects(".pulumi/").items()})
     locked = project.pulumi("up", "--stack", STACK, "--yes", "--skip-preview", check=False)
