@@ -8,10 +8,15 @@ import subprocess
 from pathlib import Path
 
 
-def working_tree_copy(repo: Path, dest: Path) -> Path:
+def clone_files(repo: Path) -> list[str]:
+    """The paths (relative to `repo`) a fresh clone of this working tree would hold."""
     listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
                             cwd=repo, capture_output=True, check=True).stdout.decode()
-    for name in filter(None, listed.split("\0")):
+    return list(filter(None, listed.split("\0")))
+
+
+def working_tree_copy(repo: Path, dest: Path) -> Path:
+    for name in clone_files(repo):
         source = repo / name
         if source.is_file() and not source.is_symlink():  # not a file deleted in the working tree
             (dest / name).parent.mkdir(parents=True, exist_ok=True)
