@@ -1,17 +1,24 @@
 """README.md's command blocks, run as written on the local stack, as a newcomer runs them.
 
 `scripts/up-local` brings up the embedded default (the inference host, the gateway, the vLLM
-fleet on the local Kubernetes cluster and two agent seats) and ends with every smoke test, each developer's answered
-through the gateway by the inference host and by the fleet's pods (named; the gate's stable key
-by the fleet's stable track alone), the fleet's rollout and where its Prometheus answers; that
-Prometheus scrapes both fleet pods and the gateway's exporter with the alert rules loaded, and
-fires the hatch's spend alert once the ledger records an escalation over it; run again, up-local
-changes nothing. Each seat's proof is one turn of its real harness in its pod, through the
-gateway's HTTPS listener by name; README's seat blocks run one again, and the end state: cyn's
-Claude Code creates a file in a git repository of her seat (the fleet's stand-in scripted for
-that task), git shows the diff, and Prometheus reads the accepted edit off the gateway. Then the rollout flow's blocks: a canary and its gate (which prints PASS), the
-promotion that record allows, and the rollback. `scripts/test`, the other command, is what CI
-runs (tests/unit/test_readme_blocks.py holds .ci/run to it).
+fleet on the local Kubernetes cluster and three agent seats) and ends with every smoke test,
+each developer's answered through the gateway by the inference host and by the fleet's pods
+(named; the gate's stable key by the fleet's stable track alone), the fleet's rollout and where
+its Prometheus answers; that Prometheus scrapes both fleet pods and the gateway's exporter with
+the alert rules loaded, and fires the hatch's spend alert once the ledger records an escalation
+over it; run again, up-local changes nothing. Each seat's proof is one turn of its real harness
+in its pod, through the gateway's HTTPS listener by name; README's seat blocks run one again,
+and the end state: cyn's Claude Code creates a file in a git repository of her seat (the
+fleet's stand-in scripted for that task), git shows the diff, and Prometheus reads the accepted
+edit off the gateway.
+
+Then the rollout flow's blocks: a canary and its gate, which prints PASS and whose record and
+evidence hold what the gateway signed (the track and the pair that answered each side, its own
+TTFT; moved to another pair, the receipts refuse it); the promotion that record allows (stable
+rolls out the canary's pair, the canary is gone, the pilot ring is back on stable, the track's
+throughput is measured again); and the rollback (the previous pair serves again). The fleet's
+own module (test_vllm_fleet_on_kubernetes.py) leaves these to this one. `scripts/test`, the
+other command, is what CI runs (tests/unit/test_readme_blocks.py holds .ci/run to it).
 
 The blocks run in a copy of the project (tests/support/readme.py: `pulumi config set` writes the
 stack file, scripts/gate the records folder), in a shell that has sourced scripts/env.sh (the
@@ -42,6 +49,9 @@ from components.vllm_fleet import alerts
 from localhosts import local_stack
 from localhosts.hosts.host import host_status
 from localhosts.engine import REPO, upstream_source_env
+from spear import receipts, rollout_gate, throughput
+from tests.support import fleet
+from tests.support.config_cases import CANARY_PAIR, STABLE_PAIR
 from tests.support.kube import clear
 from tests.support.prometheus import Prometheus
 from tests.support.readme import block_starting, command_blocks, project_copy
@@ -56,6 +66,9 @@ PROMETHEUS_PORT = 9090  # the local stack's (observability.prometheus, bundled)
 FLEET_NAMESPACE, AGENT_NAMESPACE = "vllm", "agents"
 MODEL_CACHE_VOLUME = f"{FLEET_NAMESPACE}-vllm-model-cache"
 STABLE_POD = r"vllm-stable \(vllm-stable-[a-z0-9]+-[a-z0-9]+\)"
+STANDIN = "localhost/spear-fleet/vllm-standin"  # the local stack's vllmFleet.image
+RECORDS = "stacks/gate/local"  # its rolloutGate.records
+LOOPBACK_GATEWAY = "http://127.0.0.1:4000"  # its gateway's plain-HTTP listener
 BLOCKS = command_blocks((REPO / "README.md").read_text())
 UP_LOCAL = block_starting(BLOCKS, "scripts/up-local")
 CANARY = block_starting(BLOCKS, "pulumi config set --path --stack local vllmFleet.canary.")
@@ -284,20 +297,84 @@ def test_a_seats_harness_edits_a_repository_and_the_gateway_counts_the_accepted_
         server.api("query", query="spear_edit_decisions_total")
 
 
+def developer_keys(local: tuple[Path, dict[str, str]]) -> dict[str, str]:
+    harnesses = json.loads(run_block(local, "pulumi stack output --stack local --json --show-secrets"
+                                            " harnesses").stdout)
+    return {dev: wiring["qwen-code"]["env"]["OPENAI_API_KEY"] for dev, wiring in harnesses.items()}
+
+
+def the_gate_record_is_what_the_gateway_signed(local: tuple[Path, dict[str, str]]) -> None:
+    """What scripts/gate wrote, as the stack will judge it: the paired eval's tasks, neutral (the
+    canary serves the same model), 100 live tool calls, LiteLLM's version as the gateway says
+    it; the CI keys' owners and never the keys; which track and what pair answered each side as
+    the gateway signed it; the gateway's TTFT beside the client's. Moved to another pair with its
+    evidence's run line, the receipts refuse it."""
+    project, _ = local
+    [record_file] = (project / RECORDS).glob("*.json")
+    record = json.loads(record_file.read_text())
+    paired = record["results"]["pairedEval"]
+    assert (paired["tasks"], paired["b"], paired["c"]) == (14, 0, 0)
+    assert record["results"]["toolCalls"]["passed"] == 100
+    assert record["pin"]["gatewayVersion"] == stack_output(local, "gateway")["litellm_version"]
+    evidence = (project / RECORDS / record["evidence"]["file"]).read_text()
+    lines = [json.loads(line) for line in evidence.splitlines()]
+    assert (lines[0]["stable"], lines[0]["candidate"]) == ("coder as gate", "coder as gate-pilot")
+    assert all(key not in evidence for key in developer_keys(local).values())
+    # The track and the pair of the pod that answered, read off the pods by the gateway: "" for
+    # requests sent before its first listing of the canary's pods, which the Service placed.
+    signed = {(line.get("track", "candidate"), line["receipt"]["track"], line["receipt"]["serves"])
+              for line in lines[1:]}
+    pairs = {side: receipts.serving(pair["tag"], pair["model"], pair["revision"])
+             for side, pair in (("stable", STABLE_PAIR), ("candidate", CANARY_PAIR))}
+    tracks = {"stable": "stable", "candidate": "canary"}
+    assert {(side, tracks[side], pair) for side, pair in pairs.items()} <= signed <= {
+        (side, tracks[side], serves) for side, pair in pairs.items() for serves in (pair, "")}
+    latency = record["results"]["latency"]
+    assert 0 < latency["gatewayTtftP95"] <= latency["ttftP95"] + rollout_gate.CLOCK_SLACK_SECONDS
+    master_key = run_block(local, "pulumi config get --stack local gatewayMasterKey").stdout.strip()
+    key = receipts.receipt_key(master_key)
+    tasks = rollout_gate.parse_tasks((project / "gate/tasks/local.jsonl").read_bytes())[0]
+    assert rollout_gate.receipt_problems(evidence.encode(), tasks, key,
+                                         rollout_gate.pin_from_json(record["pin"])) == []
+    lines[0]["pin"]["engineVersion"] = "v0.25.1"
+    problems = rollout_gate.receipt_problems(rollout_gate.evidence_bytes(lines), tasks, key,
+                                             rollout_gate.pin_from_json(lines[0]["pin"]))
+    assert [p for p in problems if p.startswith("pin: the record pins v0.25.1")], problems
+
+
 def stable_pair(local: tuple[Path, dict[str, str]]) -> tuple[str, str]:
     stable = stack_output(local, "vllm_fleet")["stable"]
     return stable["image"].rsplit(":", 1)[1], stable["revision"]
 
 
 def test_the_readmes_rollout_runs_as_written_canary_gate_promotion_and_rollback(local, kube_cluster):
+    client = kube_cluster.client()
     canary = run_block(local, CANARY)
     assert canary.returncode == 0, canary.stdout[-4000:] + canary.stderr[-4000:]
     # The gate judged its record as the stack will: PASS is a promotion the stack accepts.
     assert "verdict: PASS" in canary.stdout, canary.stdout[-4000:] + canary.stderr[-2000:]
+    the_gate_record_is_what_the_gateway_signed(local)
+    before = stack_output(local, "gateway")["fleet_routes"]["stable"]["throughput"]
     promote = run_block(local, PROMOTE)
     assert promote.returncode == 0, (promote.stdout[-4000:] + promote.stderr[-4000:] + "\n"
                                      + fleet_state(kube_cluster))
-    assert stable_pair(local) == ("v0.25.0", "1234567890abcdef1234567890abcdef12345678")
+    assert stable_pair(local) == ("v0.25.0", CANARY_PAIR["revision"])
+    assert fleet.serving(client, FLEET_NAMESPACE, "stable") == (
+        f"{STANDIN}:v0.25.0", CANARY_PAIR["model"], CANARY_PAIR["revision"])
+    assert fleet.available(client, FLEET_NAMESPACE, "stable", 2)
+    assert fleet.deployment(client, FLEET_NAMESPACE, "canary") is None
+    # The pilot ring is back on stable, beside the inference host `local` (its route).
+    keys = developer_keys(local)
+    assert {route for route, _ in fleet.served_by(LOOPBACK_GATEWAY, keys["gate-pilot"], 4)} \
+        <= {"local", "vllm-stable"}
+    # The engine changed: the track's throughput was measured again and set beside the last.
+    after = stack_output(local, "gateway")["fleet_routes"]["stable"]["throughput"]
+    assert after["previous"] == {rate: before[rate] for rate in throughput.RATES}
+    assert after["ratios"] == throughput.compared(after, before)
     rollback = run_block(local, ROLLBACK)
     assert rollback.returncode == 0, rollback.stdout[-4000:] + rollback.stderr[-4000:]
-    assert stable_pair(local) == ("v0.24.0", "da6e2ed27304dd39abadd9c82ef50e8de67bdd4c")
+    assert stable_pair(local) == ("v0.24.0", STABLE_PAIR["revision"])
+    assert fleet.serving(client, FLEET_NAMESPACE, "stable") == (
+        f"{STANDIN}:v0.24.0", STABLE_PAIR["model"], STABLE_PAIR["revision"])
+    assert fleet.available(client, FLEET_NAMESPACE, "stable", 2)
+    assert {route for route, _ in fleet.served_by(LOOPBACK_GATEWAY, keys["cyn"], 2)} == {"vllm-stable"}

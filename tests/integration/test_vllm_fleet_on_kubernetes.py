@@ -10,9 +10,10 @@ conversation's turns stay on one pod (prefix affinity) while the conversations s
 pods, and a removed pod's conversations move to the pods left; a
 canary gets its own Service and only the pilot ring's requests, never anyone else's; a broken
 canary (a chat template without tool calls) fails the up at its verification, naming the probe
-and the reason; a promotion without a passing gate record is refused, with one the canary's pair
-rolls out as stable; scripts/rollback brings the previous pair back in one command; destroy
-removes everything.
+and the reason; a promotion without a passing gate record is refused, and so is one that drops
+`previous`, against what is deployed; destroy removes everything. The gate's run, the promotion
+its record allows and scripts/rollback are the README's rollout flow, which
+tests/integration/test_readme_commands.py runs on the local stack with the same checks.
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ import base64
 import json
 import subprocess
 import time
-import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -30,12 +30,11 @@ import pytest
 import yaml
 
 from localhosts import local_stack
-from spear import receipts, rollout_gate, throughput, vllm
 from review.summary import summarize
 from spear_gateway.tenancy import Tenant
 from localhosts.engine import REPO, Project, engine_env, without_inference_hosts
-from tests.support import gate_records
-from tests.support.config_cases import CANARY_PAIR, NEXT_REVISION, STABLE_PAIR
+from tests.support import fleet as fleet_reads, gate_records
+from tests.support.config_cases import CANARY_PAIR, STABLE_PAIR
 from tests.support.kube import clear
 from tests.support.stack_files import local_inference_hosts
 
@@ -43,6 +42,7 @@ pytestmark = pytest.mark.kubernetes
 
 STACK = "fleet"
 GATEWAY_SSH, PROXY_PORT, DATABASE_PORT = 2294, 4044, 25434
+GATEWAY = f"http://127.0.0.1:{PROXY_PORT}"
 MASTER_KEY = "sk-spear-fleet-it-master-77c1"
 FRONTIER_KEY = "sk-ant-fleet-it-frontier-3e2d"
 API_KEY = "sk-fleet-integration-0123456789"
@@ -134,23 +134,6 @@ def set_pair(project: Project, key: str, pair: dict[str, str] | None) -> None:
     project.set_object(STACK, f"vllmFleet.{key}", pair)
 
 
-def deployment(client, track: str) -> dict | None:
-    return client.get(f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments/vllm-{track}")
-
-
-def serving(client, track: str) -> tuple[str, str, str]:
-    """(image, model, --revision) of a track's Deployment, as the cluster has it."""
-    [container] = deployment(client, track)["spec"]["template"]["spec"]["containers"]
-    return container["image"], container["command"][2], vllm.flags(container["command"])["--revision"]
-
-
-def available(client, track: str, replicas: int) -> bool:
-    status = deployment(client, track)["status"]
-    conditions = {c["type"]: c["status"] for c in status.get("conditions") or ()}
-    return (conditions.get("Available") == "True" and status.get("availableReplicas") == replicas
-            and status.get("updatedReplicas") == replicas and status.get("replicas") == replicas)
-
-
 def pod_names(client, track: str) -> set[str]:
     items = client.get(f"/api/v1/namespaces/{NAMESPACE}/pods?labelSelector=app%3Dvllm%2Ctrack%3D{track}")["items"]
     return {p["metadata"]["name"] for p in items if p["status"]["phase"] == "Running"}
@@ -159,32 +142,6 @@ def pod_names(client, track: str) -> set[str]:
 def keys(project: Project) -> dict[str, str]:
     harnesses = project.outputs(STACK)["harnesses"]
     return {dev: harnesses[dev]["qwen-code"]["env"]["OPENAI_API_KEY"] for dev in DEVELOPERS}
-
-
-def ask(key: str, messages: list[dict[str, str]] | None = None,
-        **extra: Any) -> tuple[int, dict[str, str], dict[str, Any]]:
-    """One `coder` chat completion through the gateway (by default the smoke test's ask):
-    (status, headers, answer)."""
-    body = {"model": "coder", "max_tokens": 32, **extra, "messages": messages or [
-        {"role": "user", "content": "Reply with exactly: SPEAR-BACKEND-OK"}]}
-    request = urllib.request.Request(f"http://127.0.0.1:{PROXY_PORT}/v1/chat/completions",
-                                     data=json.dumps(body).encode(), headers={
-                                         "Content-Type": "application/json", "Authorization": f"Bearer {key}"})
-    try:
-        with urllib.request.urlopen(request, timeout=300) as answer:
-            return answer.status, {k.lower(): v for k, v in answer.getheaders()}, json.loads(answer.read())
-    except urllib.error.HTTPError as error:
-        return error.code, {}, json.loads(error.read() or b"{}")
-
-
-def served_by(key: str, times: int, **extra: Any) -> list[tuple[str, str]]:
-    """(route, pod) of each of `times` requests; every one must be answered."""
-    seen = []
-    for _ in range(times):
-        status, headers, answer = ask(key, **extra)
-        assert status == 200, answer
-        seen.append((headers.get("x-litellm-model-id"), headers.get("llm_provider-x-spear-standin-pod")))
-    return seen
 
 
 def pod_requests(address: str) -> list[dict[str, Any]]:
@@ -204,8 +161,9 @@ def test_up_makes_the_fleet_and_routes_coder_to_it_proven_from_the_gateway_host(
     project, client = fleet
     up = project.up(STACK)
     assert up.ok, up.output[-8000:]
-    assert available(client, "stable", 2)
-    assert serving(client, "stable") == (f"{STANDIN}:v0.24.0", "Qwen/Qwen3-Coder-Next-FP8", STABLE_PAIR["revision"])
+    assert fleet_reads.available(client, NAMESPACE, "stable", 2)
+    assert fleet_reads.serving(client, NAMESPACE, "stable") == (
+        f"{STANDIN}:v0.24.0", "Qwen/Qwen3-Coder-Next-FP8", STABLE_PAIR["revision"])
     # The key: in the Secret the pods read, a Pulumi secret in state, never in plain text there.
     secret = client.get(f"/api/v1/namespaces/{NAMESPACE}/secrets/vllm-api-key")
     assert base64.b64decode(secret["data"]["VLLM_API_KEY"]).decode() == API_KEY
@@ -236,8 +194,8 @@ def test_a_second_up_changes_nothing(fleet):
 def test_the_gateway_stamps_each_requests_cache_salt_and_priority_whatever_the_client_sent(fleet):
     project, _ = fleet
     key = keys(project)
-    assert ask(key["bob"], cache_salt="someone-elses-salt", priority=0)[0] == 200
-    assert ask(key["cyn"], priority=20)[0] == 200
+    assert fleet_reads.ask(GATEWAY, key["bob"], cache_salt="someone-elses-salt", priority=0)[0] == 200
+    assert fleet_reads.ask(GATEWAY, key["cyn"], priority=20)[0] == 200
     records = pod_requests(STABLE_IP)
     salt = {dev: Tenant(key="", developer=dev, team=DEVELOPERS[dev]["team"]).cache_salt("team")
             for dev in DEVELOPERS}
@@ -253,7 +211,7 @@ def test_the_gateway_stamps_each_requests_cache_salt_and_priority_whatever_the_c
 
 def turn(key: str, messages: list[dict[str, str]]) -> str:
     """One turn of a conversation through the gateway: the pod that answered it."""
-    status, headers, answer = ask(key, messages=messages)
+    status, headers, answer = fleet_reads.ask(GATEWAY, key, messages=messages)
     assert status == 200, answer
     return headers["llm_provider-x-spear-standin-pod"]
 
@@ -316,13 +274,15 @@ def test_a_canary_gets_its_own_service_and_only_the_pilot_rings_requests(fleet):
     up = project.up(STACK)
     assert up.ok, up.output[-8000:]
     assert up.ops()["vllm-canary"] == "create" and up.ops().get("vllm-stable", "same") == "same"
-    assert available(client, "canary", 1)
+    assert fleet_reads.available(client, NAMESPACE, "canary", 1)
     assert client.get(f"/api/v1/namespaces/{NAMESPACE}/services/vllm-canary")["spec"]["clusterIP"] == CANARY_IP
     canary_pods, stable_pods = pod_names(client, "canary"), pod_names(client, "stable")
     key = keys(project)
-    assert {(route, pod in canary_pods) for route, pod in served_by(key["ana"], 8)} == {("vllm-canary", True)}
+    assert {(route, pod in canary_pods)
+            for route, pod in fleet_reads.served_by(GATEWAY, key["ana"], 8)} == {("vllm-canary", True)}
     for dev in ("bob", "cyn"):
-        assert {(route, pod in stable_pods) for route, pod in served_by(key[dev], 8)} == {("vllm-stable", True)}
+        assert {(route, pod in stable_pods)
+                for route, pod in fleet_reads.served_by(GATEWAY, key[dev], 8)} == {("vllm-stable", True)}
     # Nobody outside the pilot ring ever reached a canary pod (None: its proofs, from the
     # gateway host; the gate's pilot key's smoke test is its team's salt).
     assert {r["cache_salt"] for r in pod_requests(CANARY_IP)} == {
@@ -340,7 +300,7 @@ def test_a_broken_canary_fails_the_up_at_its_verification_naming_the_probe_and_t
     set_pair(project, "canary", CANARY_PAIR)
     fixed = project.up(STACK)
     assert fixed.ok, fixed.output[-8000:]
-    assert serving(client, "canary")[1] == CANARY_PAIR["model"]
+    assert fleet_reads.serving(client, NAMESPACE, "canary")[1] == CANARY_PAIR["model"]
 
 
 def test_a_promotion_without_a_passing_record_is_refused_before_anything_changes(fleet):
@@ -350,7 +310,7 @@ def test_a_promotion_without_a_passing_record_is_refused_before_anything_changes
     refused = project.up(STACK)
     assert not refused.ok
     assert "no gate record pins exactly v0.25.0" in refused.output
-    assert serving(client, "stable")[0] == f"{STANDIN}:v0.24.0"
+    assert fleet_reads.serving(client, NAMESPACE, "stable")[0] == f"{STANDIN}:v0.24.0"
 
 
 def test_deleting_previous_while_changing_stable_is_refused_against_what_is_deployed(fleet):
@@ -360,79 +320,8 @@ def test_deleting_previous_while_changing_stable_is_refused_against_what_is_depl
     assert not refused.ok
     assert "stable moves off the deployed pair v0.24.0 @ Qwen/Qwen3-Coder-Next-FP8 revision" \
            " da6e2ed, so previous must be that pair (declared: none)" in refused.output
-    assert serving(client, "stable")[0] == f"{STANDIN}:v0.24.0"
+    assert fleet_reads.serving(client, NAMESPACE, "stable")[0] == f"{STANDIN}:v0.24.0"
     set_pair(project, "previous", STABLE_PAIR)
-
-
-def test_scripts_gate_measures_the_canary_through_the_gateway_and_writes_its_record(fleet):
-    project, _ = fleet
-    env = {**project.env, "SPEAR_PROJECT_DIR": str(project.dir)}
-    done = subprocess.run([str(REPO / "scripts" / "gate"), "--stack", STACK, "--name", "canary-1"],
-                          env=env, capture_output=True, text=True, timeout=1200)
-    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
-    assert "gate canary-1: v0.25.0 @ Qwen/Qwen3-Coder-Next-FP8 revision 1234567" in done.stdout
-    assert "verdict: PASS" in done.stdout
-    record = json.loads((project.dir / gate_records.RECORDS / "canary-1.json").read_text())
-    paired = record["results"]["pairedEval"]
-    assert (paired["tasks"], paired["b"], paired["c"]) == (14, 0, 0)  # the same model: neutral
-    assert record["results"]["toolCalls"]["passed"] == 100
-    assert record["pin"]["gatewayVersion"] == project.outputs(STACK)["gateway"]["litellm_version"]
-    evidence = (project.dir / gate_records.RECORDS / "canary-1.evidence.jsonl").read_text()
-    run = json.loads(evidence.splitlines()[0])
-    assert (run["stable"], run["candidate"]) == ("coder as gate", "coder as gate-pilot")
-    assert all(key not in evidence for key in keys(project).values())  # names, never keys
-    # The gateway signed which track answered each side and what the pod that answered runs,
-    # read off the pods: the canary's pair; stable's is the stable pair ("" for the requests
-    # sent before the gateway's first listing of the canary's pods, which the Service placed).
-    signed = {(line.get("track", "candidate"), line["receipt"]["track"], line["receipt"]["serves"])
-              for line in map(json.loads, evidence.splitlines()[1:])}
-    pairs = {side: receipts.serving(pair["tag"], pair["model"], pair["revision"])
-             for side, pair in (("stable", STABLE_PAIR), ("candidate", CANARY_PAIR))}
-    tracks = {"stable": "stable", "candidate": "canary"}
-    assert {(side, tracks[side], pair) for side, pair in pairs.items()} <= signed <= {
-        (side, tracks[side], serves) for side, pair in pairs.items() for serves in (pair, "")}
-    # The streams' closing receipts: the gateway's TTFT beside the client's, never above it.
-    latency = record["results"]["latency"]
-    assert 0 < latency["gatewayTtftP95"] <= latency["ttftP95"] + rollout_gate.CLOCK_SLACK_SECONDS
-    # The record moved to another pair, its evidence's run line with it: the receipts refuse it.
-    lines = [json.loads(line) for line in evidence.splitlines()]
-    lines[0]["pin"]["engineVersion"] = "v0.25.1"
-    moved = rollout_gate.evidence_bytes(lines)
-    assert rollout_gate.receipt_problems(evidence.encode(), gate_records.tasks(),
-                                         receipts.receipt_key(MASTER_KEY),
-                                         rollout_gate.pin_from_json(record["pin"])) == []
-    pin = rollout_gate.pin_from_json(lines[0]["pin"])
-    problems = rollout_gate.receipt_problems(moved, gate_records.tasks(),
-                                             receipts.receipt_key(MASTER_KEY), pin)
-    assert [p for p in problems if p.startswith("pin: the record pins v0.25.1")], problems
-
-
-def test_a_promotion_with_a_passing_record_rolls_the_canarys_pair_out_as_stable(fleet):
-    project, client = fleet
-    set_pair(project, "canary", None)
-    before = project.outputs(STACK)["gateway"]["fleet_routes"]["stable"]["throughput"]
-    up = project.up(STACK)
-    assert up.ok, up.output[-8000:]
-    assert up.ops()["vllm-stable"] == "update" and up.ops()["vllm-canary"] == "delete"
-    assert serving(client, "stable") == (f"{STANDIN}:v0.25.0", CANARY_PAIR["model"], NEXT_REVISION)
-    assert available(client, "stable", 2) and deployment(client, "canary") is None
-    # Everyone is back on stable, the pilot ring included, and it was verified again.
-    assert {route for route, _ in served_by(keys(project)["ana"], 4)} == {"vllm-stable"}
-    # The engine changed: the track's throughput was measured again and set beside the last.
-    after = project.outputs(STACK)["gateway"]["fleet_routes"]["stable"]["throughput"]
-    assert after["previous"] == {rate: before[rate] for rate in throughput.RATES}
-    assert after["ratios"] == throughput.compared(after, before)
-
-
-def test_scripts_rollback_brings_the_previous_pair_back_with_one_command(fleet):
-    project, client = fleet
-    env = {**project.env, "SPEAR_PROJECT_DIR": str(project.dir)}
-    done = subprocess.run([str(REPO / "scripts" / "rollback"), "--stack", STACK, "--yes"],
-                          env=env, capture_output=True, text=True, timeout=1200)
-    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
-    assert serving(client, "stable") == (f"{STANDIN}:v0.24.0", STABLE_PAIR["model"], STABLE_PAIR["revision"])
-    assert available(client, "stable", 2)
-    assert {route for route, _ in served_by(keys(project)["cyn"], 2)} == {"vllm-stable"}
 
 
 def test_destroy_removes_everything(fleet):
