@@ -62,8 +62,7 @@ NODE = "/usr/bin/node"
 PG_PROGRAMS = tuple(f"/usr/lib/postgresql/15/bin/{name}" for name in ("psql", "pg_dump",
                                                                       "pg_restore"))
 # What hosts/gateway/migrate.sh runs (tests/unit/test_gateway_image.py finds each in it).
-MIGRATE_COMMANDS = ("bash", "python3", "psql", "date", "basename", "dirname", "grep",
-                    "sha256sum", "cut", "find", "sort")
+MIGRATE_COMMANDS = ("bash", "python3", "psql", "date", "grep", "sha256sum", "find", "sort")
 # And what else runs: env for the `#!/usr/bin/env` shebangs (the query engine's, migrate.sh's);
 # cat and openssl for prisma-client-py's platform check before it starts the engine
 # (`cat /etc/os-release`, `openssl version`); sleep for a Job that waits for its database.
