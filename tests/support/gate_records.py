@@ -169,6 +169,6 @@ def run_gate(stable: gate_run.Track, candidate: gate_run.Track, name: str, pair:
     version = candidate.endpoint.gateway_version()
     assert version, "the gateway did not report its LiteLLM version"
     the_pin = rollout_gate.Pin(*pin(pair).pair, version, pin(pair).harness_versions)
-    evidence = gate_run.run(stable, candidate, gate, the_pin, task_list,
-                            trace.parse(json.loads(Path(TRACE).read_text())), log)
+    arrivals = trace.parse(json.loads(Path(policy_changes.get("trace", TRACE)).read_text()))
+    evidence = gate_run.run(stable, candidate, gate, the_pin, task_list, arrivals, log)
     return gate_run.write(Path(folder), name, the_pin, gate, evidence, task_list)
