@@ -20,6 +20,7 @@ from config.types import GATEWAY_MASTER_KEY
 from gate import GateError
 from spear import receipts, rollout_gate, trace
 from spear.fleet import CANARY, STABLE
+from spear.harness import developer_key
 
 
 def _pulumi(*args: str) -> Any:
@@ -99,7 +100,7 @@ def load(stack: str) -> GateStack:
     gateway = _pulumi("stack", "output", "gateway", "--stack", stack)
     harnesses = _pulumi("stack", "output", "harnesses", "--show-secrets", "--stack", stack)
     try:
-        keys = {track: harnesses[who]["qwen-code"]["env"]["OPENAI_API_KEY"]
+        keys = {track: developer_key(harnesses[who])
                 for track, who in owners.items()}
     except KeyError as missing:
         raise GateError(f"the stack's harnesses output has no key for {missing}: `pulumi up` first")

@@ -178,6 +178,12 @@ def wiring(gateway_url: str, key: str, model: str, versions: dict[str, str],
     return entries
 
 
+def developer_key(entries: Mapping[str, Mapping[str, Any]]) -> str:
+    """The virtual key a developer's wiring (`wiring`'s value, the `harnesses` output's per
+    developer) carries: every harness's entry is given the same one."""
+    return entries[QWEN_CODE]["env"]["OPENAI_API_KEY"]
+
+
 def shell_exports(entry: dict[str, Any]) -> str:
     """`export NAME=value` lines for eval, quoted for the shell."""
     return "".join(f"export {name}={shlex.quote(value)}\n" for name, value in entry["env"].items())

@@ -43,6 +43,7 @@ from components.vllm_fleet.manifests import deployment_name
 from gate.run import Endpoint
 from localhosts.kube.kubecluster import KubeClient
 from spear.fleet import STABLE
+from spear.harness import developer_key
 from spear.rollout_gate import percentile
 from spear.rules import CODER_MODEL
 
@@ -181,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
     harnesses = pulumi("stack", "output", "harnesses", "--show-secrets")
     namespace, service = fleet["namespace"], fleet["cluster_ips"]["stable"]
     port = int(fleet["endpoints"]["stable"].rsplit(":", 1)[1].split("/")[0])
-    keys = {t: harnesses[t]["qwen-code"]["env"]["OPENAI_API_KEY"] for t in TENANTS}
+    keys = {t: developer_key(harnesses[t]) for t in TENANTS}
     ways = {
         "spread (the Service)": ({t: Endpoint(f"http://{service}:{port}", vllm_key) for t in TENANTS},
                                  fleet["served_model_name"]),

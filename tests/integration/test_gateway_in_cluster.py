@@ -48,7 +48,7 @@ from localhosts.kube import kubebuild, kubenode
 from localhosts.standins import frontier_standin, tiny_model
 from components.agent_seats import manifests, node_guard
 from spear import seats
-from spear.harness import DEFAULT_VERSIONS, HARNESSES, ONE_TURN, OPENHANDS, QWEN_CODE
+from spear.harness import DEFAULT_VERSIONS, HARNESSES, ONE_TURN, OPENHANDS, QWEN_CODE, developer_key
 from spear.rules import GATEWAY_POD_LABELS, pods_peer
 from spear_gateway.pricing import Prices, worst_case_usd
 from localhosts.engine import REPO, Project, engine_env, without_inference_hosts
@@ -244,7 +244,7 @@ def gateway_pods(client) -> list[dict[str, Any]]:
 
 def keys(project: Project) -> dict[str, str]:
     harnesses = project.outputs(STACK)["harnesses"]
-    return {dev: harnesses[dev]["qwen-code"]["env"]["OPENAI_API_KEY"] for dev in DEVELOPERS}
+    return {dev: developer_key(harnesses[dev]) for dev in DEVELOPERS}
 
 
 def tls_root() -> str:

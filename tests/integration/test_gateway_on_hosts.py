@@ -25,7 +25,7 @@ from components.gateway.backup import CIPHER
 from components.hostops.ssh import Session
 from localhosts import local_stack
 from localhosts.servers.litellm_venv import UPGRADE_LITELLM as UPGRADE
-from spear.harness import CLAUDE_CODE, CODEX, OPENHANDS, QWEN_CODE
+from spear.harness import CLAUDE_CODE, CODEX, OPENHANDS, QWEN_CODE, developer_key
 from spear.rules import GATEWAY_UNIT, SMOKE_ANSWER, tunnel_unit
 from localhosts.engine import REPO, Project, engine_env
 
@@ -150,7 +150,7 @@ def test_up_brings_the_gateway_up_with_a_working_key_for_every_developer(project
 
 def test_no_secret_appears_in_state_output_or_on_disk_outside_the_env_files(project, hosts):
     outputs = project.outputs(STACK)
-    keys = [outputs["harnesses"][dev]["qwen-code"]["env"]["OPENAI_API_KEY"]
+    keys = [developer_key(outputs["harnesses"][dev])
             for dev in ("ana", "bob", "cyn")]
     with gateway_session(hosts) as ssh:
         database_env = ssh.read("/opt/spear-gateway/config/database.env")
@@ -224,7 +224,7 @@ def test_no_answered_request_leaves_a_hold_in_the_budget_ledger(hosts):
 
 
 def test_a_request_whose_worst_case_exceeds_the_budget_is_refused_with_429(project):
-    key = project.outputs(STACK)["harnesses"]["bob"]["qwen-code"]["env"]["OPENAI_API_KEY"]
+    key = developer_key(project.outputs(STACK)["harnesses"]["bob"])
     # 20000 output tokens at 2 USD per million is 0.04 USD: more than bob's 0.02 can hold.
     status, answer = chat(key, max_tokens=20000)
     assert status == 429 and answer["error"]["type"] == "spear_budget_exceeded", answer
@@ -234,7 +234,7 @@ def test_a_request_whose_worst_case_exceeds_the_budget_is_refused_with_429(proje
 def test_a_budget_raise_a_removed_developer_and_a_setting_are_exactly_that_change(project, hosts):
     before = project.outputs(STACK)["harnesses"]
     # The dialect test's requests were charged (LiteLLM writes spend in batches, seconds later).
-    spend_before = recorded_spend(before["ana"]["qwen-code"]["env"]["OPENAI_API_KEY"])
+    spend_before = recorded_spend(developer_key(before["ana"]))
     config = stack_config(hosts)
     config["developers"]["ana"]["maxBudget"] = 40
     del config["developers"]["cyn"]
@@ -251,8 +251,8 @@ def test_a_budget_raise_a_removed_developer_and_a_setting_are_exactly_that_chang
     update = project.up(STACK)
     assert update.ok, update.output[-6000:]
     after = project.outputs(STACK)["harnesses"]
-    ana_key = after["ana"]["qwen-code"]["env"]["OPENAI_API_KEY"]
-    assert ana_key == before["ana"]["qwen-code"]["env"]["OPENAI_API_KEY"]  # in place: same key
+    ana_key = developer_key(after["ana"])
+    assert ana_key == developer_key(before["ana"])  # in place: same key
     status, info = call(f"/key/info?key={ana_key}", None, bearer(MASTER_KEY), method="GET")
     assert status == 200 and info["info"]["max_budget"] == 40
     # The proxy restarted for the setting: the key and its spend survived in PostgreSQL (plus
@@ -260,11 +260,11 @@ def test_a_budget_raise_a_removed_developer_and_a_setting_are_exactly_that_chang
     assert info["info"]["spend"] >= spend_before
     assert chat(ana_key)[0] == 200
     assert "cyn" not in after
-    assert chat(before["cyn"]["qwen-code"]["env"]["OPENAI_API_KEY"])[0] == 401
+    assert chat(developer_key(before["cyn"]))[0] == 401
 
 
 def test_a_budget_changed_by_hand_is_drift_that_refresh_shows_and_up_puts_back(project):
-    key = project.outputs(STACK)["harnesses"]["ana"]["qwen-code"]["env"]["OPENAI_API_KEY"]
+    key = developer_key(project.outputs(STACK)["harnesses"]["ana"])
     status, _ = call("/key/update", {"key": key, "max_budget": 1000}, bearer(MASTER_KEY))
     assert status == 200  # someone raised it in the admin UI
     assert project.refresh(STACK).ok
@@ -280,12 +280,12 @@ def test_a_budget_changed_by_hand_is_drift_that_refresh_shows_and_up_puts_back(p
 
 
 def test_bumping_rotation_gives_a_new_key_and_the_old_one_lasts_its_grace_period(project):
-    old = project.outputs(STACK)["harnesses"]["ana"]["qwen-code"]["env"]["OPENAI_API_KEY"]
+    old = developer_key(project.outputs(STACK)["harnesses"]["ana"])
     spent = call(f"/key/info?key={old}", None, bearer(MASTER_KEY), method="GET")[1]["info"]["spend"]
     project.set_config(STACK, "developers.ana.rotation", 1)
     update = project.up(STACK)
     assert update.ok, update.output[-6000:]
-    new = project.outputs(STACK)["harnesses"]["ana"]["qwen-code"]["env"]["OPENAI_API_KEY"]
+    new = developer_key(project.outputs(STACK)["harnesses"]["ana"])
     assert new != old
     assert chat(new)[0] == 200
     assert chat(old)[0] == 200  # still inside its 24 h grace period
@@ -296,7 +296,7 @@ def test_bumping_rotation_gives_a_new_key_and_the_old_one_lasts_its_grace_period
 
 
 def test_a_litellm_upgrade_reinstalls_applies_only_new_migrations_and_keeps_the_keys(project):
-    key = project.outputs(STACK)["harnesses"]["ana"]["qwen-code"]["env"]["OPENAI_API_KEY"]
+    key = developer_key(project.outputs(STACK)["harnesses"]["ana"])
     applied_before = project.outputs(STACK)["gateway"]["migrations_applied"]
     project.set_config(STACK, "gateway.litellm.version", UPGRADE)
     preview = project.preview(STACK)
@@ -312,7 +312,7 @@ def test_a_litellm_upgrade_reinstalls_applies_only_new_migrations_and_keeps_the_
     assert gateway["litellm_version"] == UPGRADE
     assert 0 < gateway["migrations_applied"] < applied_before  # only the ones 1.108.7 adds
     assert chat(key)[0] == 200
-    bob = project.outputs(STACK)["harnesses"]["bob"]["qwen-code"]["env"]["OPENAI_API_KEY"]
+    bob = developer_key(project.outputs(STACK)["harnesses"]["bob"])
     # Still 429 over budget on 1.108 (LiteLLM's own default became 422).
     assert chat(bob, max_tokens=20000)[0] == 429
 
@@ -379,7 +379,7 @@ def test_retention_keeps_exactly_the_newest_dumps_across_several_runs(hosts, bac
 def test_a_lost_gateway_host_comes_back_from_its_backup_with_every_key_and_its_spend(
         project, hosts, backups):
     harnesses = project.outputs(STACK)["harnesses"]
-    keys = {dev: harnesses[dev]["qwen-code"]["env"]["OPENAI_API_KEY"] for dev in ("ana", "bob")}
+    keys = {dev: developer_key(harnesses[dev]) for dev in ("ana", "bob")}
     time.sleep(1)  # dumps are named by the second
     with gateway_session(hosts) as ssh:
         # The spend the database holds (LiteLLM writes it in batches), and the dump of it.

@@ -50,6 +50,7 @@ from localhosts import local_stack
 from localhosts.hosts.host import host_status
 from localhosts.engine import REPO, upstream_source_env
 from spear import receipts, rollout_gate, throughput
+from spear.harness import developer_key
 from tests.support import fleet
 from tests.support.config_cases import CANARY_PAIR, STABLE_PAIR
 from tests.support.kube import clear
@@ -300,7 +301,7 @@ def test_a_seats_harness_edits_a_repository_and_the_gateway_counts_the_accepted_
 def developer_keys(local: tuple[Path, dict[str, str]]) -> dict[str, str]:
     harnesses = json.loads(run_block(local, "pulumi stack output --stack local --json --show-secrets"
                                             " harnesses").stdout)
-    return {dev: wiring["qwen-code"]["env"]["OPENAI_API_KEY"] for dev, wiring in harnesses.items()}
+    return {dev: developer_key(wiring) for dev, wiring in harnesses.items()}
 
 
 def the_gate_record_is_what_the_gateway_signed(local: tuple[Path, dict[str, str]]) -> None:

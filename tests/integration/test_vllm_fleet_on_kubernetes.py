@@ -31,6 +31,7 @@ import yaml
 
 from localhosts import local_stack
 from review.summary import summarize
+from spear.harness import developer_key
 from spear_gateway.tenancy import Tenant
 from localhosts.engine import REPO, Project, engine_env, without_inference_hosts
 from tests.support import fleet as fleet_reads, gate_records
@@ -141,7 +142,7 @@ def pod_names(client, track: str) -> set[str]:
 
 def keys(project: Project) -> dict[str, str]:
     harnesses = project.outputs(STACK)["harnesses"]
-    return {dev: harnesses[dev]["qwen-code"]["env"]["OPENAI_API_KEY"] for dev in DEVELOPERS}
+    return {dev: developer_key(harnesses[dev]) for dev in DEVELOPERS}
 
 
 def pod_requests(address: str) -> list[dict[str, Any]]:

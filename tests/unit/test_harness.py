@@ -83,6 +83,11 @@ def test_every_harness_is_wired():
     assert set(WIRING) == set(harness.HARNESSES)
 
 
+def test_the_developers_key_is_read_back_from_the_wiring_it_was_written_into():
+    assert harness.developer_key(WIRING) == KEY
+    other = harness.wiring(URL, "sk-bob-virtual-key", "coder", VERSIONS, WINDOW)
+    assert harness.developer_key(other) == "sk-bob-virtual-key"
+
 def test_each_harness_carries_the_stacks_version_and_the_command_that_installs_it():
     assert {h: e["version"] for h, e in WIRING.items()} == VERSIONS
     assert {h: e["install"] for h, e in WIRING.items()} == {
