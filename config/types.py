@@ -29,6 +29,7 @@ from spear.seats import IMAGE_DIGEST_TEXT, image_digest_problem
 from spear.rollout_gate import Policy as GatePolicy
 from spear.rollout_gate import Record as GateRecord
 from spear.rollout_gate import Refused as RefusedRecord
+from spear.rollout_gate import ServedWith
 from spear.rules import (BACKUP_DUMP, BACKUP_DUMP_TEXT, BUDGET_DURATION, BUDGET_DURATION_TEXT,
                          DEFAULT_PRIORITY_CLASS, EGRESS_NETWORK_TEXT, FLEET_UPSTREAM, GENERAL_RING, IMAGE,
                          IMAGE_DIGEST, IMAGE_TAG, PREFIX_AFFINITY, PRIORITY_CLASSES, RINGS,
@@ -842,6 +843,9 @@ class RolloutGate:
     # track (stable, canary) -> the developer whose key scripts/gate sends that track's requests
     # with: the stable one in the general ring, the canary one in the pilot ring.
     keys: dict[str, str] = field(default_factory=dict)
+    # What a promoted pair is served with (the gateway's LiteLLM version, the harnesses'), which
+    # its record must have measured it with; None: the caller did not say (a fleet parsed alone).
+    served_with: ServedWith | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

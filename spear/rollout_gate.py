@@ -104,10 +104,46 @@ class Pin:
                 "harnessVersions": dict(self.harness_versions)}
 
 
+def _harness_versions(value: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted((str(h), str(v)) for h, v in dict(value["harnessVersions"]).items()))
+
+
 def pin_from_json(value: Mapping[str, Any]) -> Pin:
     return Pin(str(value["engineVersion"]), str(value["model"]), str(value["revision"]),
-               str(value["gatewayVersion"]),
-               tuple(sorted((str(h), str(v)) for h, v in dict(value["harnessVersions"]).items())))
+               str(value["gatewayVersion"]), _harness_versions(value))
+
+
+@dataclass(frozen=True)
+class ServedWith:
+    """The rest of the tuple a promoted pair serves developers with, as the stack declares it:
+    the gateway's LiteLLM version (None: the stack has no gateway) and every harness's version.
+    A promotion's record must have measured the pair with exactly these."""
+    gateway_version: str | None
+    harness_versions: tuple[tuple[str, str], ...]  # (harness, version), sorted by harness
+
+    def to_json(self) -> dict[str, Any]:
+        return {"gatewayVersion": self.gateway_version,
+                "harnessVersions": dict(self.harness_versions)}
+
+
+def served_with_from_json(value: Mapping[str, Any]) -> ServedWith:
+    version = value["gatewayVersion"]
+    return ServedWith(None if version is None else str(version), _harness_versions(value))
+
+
+def moved_members(pin: Pin, served: ServedWith) -> list[str]:
+    """Where a record's pin differs from what the pair will be served with, each member named
+    as the record names it; [] when the record measured exactly that tuple."""
+    moved = []
+    if served.gateway_version is not None and pin.gateway_version != served.gateway_version:
+        moved.append(f"pin.gatewayVersion: LiteLLM {pin.gateway_version}, where the stack's"
+                     f" gateway runs {served.gateway_version}")
+    pinned, declared = dict(pin.harness_versions), dict(served.harness_versions)
+    for name in sorted(set(pinned) | set(declared)):
+        if pinned.get(name) != declared.get(name):
+            moved.append(f"pin.harnessVersions.{name}: {pinned.get(name) or 'none'}, where the"
+                         f" stack pins {declared.get(name) or 'none'}")
+    return moved
 
 
 # --- the paired eval's task set -------------------------------------------------------------
@@ -581,24 +617,37 @@ def _stream_problem(key: bytes, receipt: receipts.Receipt, line: Mapping[str, An
     return None
 
 
-def refusals(pair: Pair, records: Sequence[Record], refused: Sequence[Refused] = ()) -> list[str]:
-    """Why `pair` may not serve as stable: [] when a record for exactly this pair passes. The
-    records that do not stand and claim this pair (or whose pin does not read) say why here, and
-    only here: they block this promotion, nothing else."""
+def refusals(pair: Pair, records: Sequence[Record], refused: Sequence[Refused] = (),
+             served: ServedWith | None = None) -> list[str]:
+    """Why `pair` may not serve as stable: [] when a record for exactly this pair, measured with
+    exactly what it will be served with (`served`: the gateway's version and the harnesses'),
+    passes. A record of the pair under another tuple says which member moved. The records that
+    do not stand and claim this pair (or whose pin does not read) say why here, and only here:
+    they block this promotion, nothing else."""
     matching = [r for r in records if r.pin.pair == pair]
-    if any(r.passed for r in matching):
+    moved = {r.name: moved_members(r.pin, served) if served else [] for r in matching}
+    if any(r.passed and not moved[r.name] for r in matching):
         return []
     broken = [r.reason() for r in refused if r.pair in (pair, None)]
     if not matching:
         return [f"no gate record pins exactly {describe(pair)}"
                 + (f" (records pin {', '.join(describe(r.pin.pair) for r in records)})"
                    if records else "")] + broken
-    return [f"record {r.name}: {reason}" for r in matching for reason in r.failures] + broken
+    reasons = []
+    for r in matching:
+        if moved[r.name]:
+            reasons.append(f"record {r.name} measured the pair under another tuple"
+                           f" ({'; '.join(moved[r.name])}): run scripts/gate again with what the"
+                           " stack serves it with")
+        else:
+            reasons += [f"record {r.name}: {reason}" for reason in r.failures]
+    return reasons + broken
 
 
 def promotion_refusals(stable: Pair, previous: Pair | None, records: Sequence[Record],
                        deployed: tuple[Pair, Pair | None] | None = None,
-                       refused: Sequence[Refused] = ()) -> list[str]:
+                       refused: Sequence[Refused] = (),
+                       served: ServedWith | None = None) -> list[str]:
     """Why this stable pair may not be deployed; [] when it may.
 
     `deployed` is (stable, previous) as the stack's last update left them (its own state, read
@@ -607,11 +656,12 @@ def promotion_refusals(stable: Pair, previous: Pair | None, records: Sequence[Re
     record; anything else is a promotion from the deployed stable pair, which must then be
     declared as `previous` (the rollback target) and needs a passing record. With nothing
     deployed yet, the declared pairs decide: the first stable pair of a fleet (no previous pair),
-    or stable == previous, needs none."""
+    or stable == previous, needs none. `served`: what the pair will be served with, which a
+    promotion's record must have measured it with (`refusals`)."""
     if deployed is None:
         if previous is None or stable == previous:
             return []
-        return refusals(stable, records, refused)
+        return refusals(stable, records, refused, served)
     deployed_stable, deployed_previous = deployed
     if stable == deployed_stable or stable == deployed_previous:
         return []
@@ -620,4 +670,4 @@ def promotion_refusals(stable: Pair, previous: Pair | None, records: Sequence[Re
         reasons.append(f"stable moves off the deployed pair {describe(deployed_stable)}, so"
                        " previous must be that pair (declared: "
                        f"{describe(previous) if previous else 'none'})")
-    return reasons + refusals(stable, records, refused)
+    return reasons + refusals(stable, records, refused, served)

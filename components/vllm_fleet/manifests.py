@@ -19,7 +19,7 @@ from spear.rules import PRIORITY_CLASSES, pods_peer
 from spear.seats import RUNTIME_CLASS
 from spear.fleet import (AGENT_SANDBOX, ALERTS, APP, CACHE_SALT, CANARY_JSON, ENGINE_VERSION,
                          GATE_POLICY_JSON, GATE_TASKS_GZ, PART, PREVIOUS_JSON, PRIORITIES,
-                         RECORDS_JSON, REVISION, ROLE, ROLLOUT, STABLE, STABLE_JSON, TENANCY, TRACK,
+                         RECORDS_JSON, REVISION, ROLE, ROLLOUT, SERVED_WITH_JSON, STABLE, STABLE_JSON, TENANCY, TRACK,
                          evidence_key)
 
 API_KEY_SECRET = "vllm-api-key"
@@ -216,7 +216,10 @@ def rollout_record(fleet: VllmFleet) -> dict[str, Any]:
                      CANARY_JSON: _pair_json(fleet.canary.pair if fleet.canary else None),
                      GATE_POLICY_JSON: json.dumps(gate.policy.to_json() if gate else None,
                                                   sort_keys=True),
-                     RECORDS_JSON: json.dumps(records, sort_keys=True)},
+                     RECORDS_JSON: json.dumps(records, sort_keys=True),
+                     SERVED_WITH_JSON: json.dumps(gate.served_with.to_json()
+                                                  if gate and gate.served_with else None,
+                                                  sort_keys=True)},
             **({"binaryData": binary} if binary else {})}
 
 

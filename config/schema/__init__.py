@@ -22,7 +22,7 @@ from config.options import Obj, is_object, stack_schema
 from config.schema import (across, backends, developers, gateway, harnesses, hosts, reds, runpod,
                            vllm_fleet)
 from config.types import API_KEY_NAMES, GATEWAY_MASTER_KEY, VLLM_API_KEY, FleetConfig
-from spear import receipts
+from spear import receipts, rollout_gate
 from spear.rules import FLEET_UPSTREAM
 
 STACK = Obj({**backends.OPTIONS, **hosts.OPTIONS, **runpod.OPTIONS, **reds.OPTIONS,
@@ -76,14 +76,18 @@ def parse(raw: Mapping[str, Any], deployed_rollout: Any = None,
         taken_names=[*host_names, *pod_names, *endpoint_names],
         keyless=[name for name, endpoint in reds_endpoints.items() if endpoint.ssh.key is None])
     master_key = gateway_keys.get(GATEWAY_MASTER_KEY)
+    harness_versions = harnesses.parse(check, get(raw, "harnesses"))
     fleet = vllm_fleet.parse(check, get(raw, "vllmFleet"), get(raw, "kubeconfig"), deployed_rollout,
                              developers=map_names(get(raw, "developers")),
-                             receipt_key=receipts.receipt_key(master_key.text) if master_key else None)
+                             receipt_key=receipts.receipt_key(master_key.text) if master_key else None,
+                             served_with=rollout_gate.ServedWith(
+                                 the_gateway.litellm_version if the_gateway else None,
+                                 tuple(sorted(harness_versions.items()))))
     cfg = FleetConfig(inference_hosts=inference_hosts, backends=backend_table,
                       runpod_pods=runpod_pods, api_keys={**api_keys, **gateway_keys},
                       reds_endpoints=reds_endpoints, gateway=the_gateway,
                       developers=developers.parse(check, get(raw, "developers")),
-                      harnesses=harnesses.parse(check, get(raw, "harnesses")), vllm_fleet=fleet)
+                      harnesses=harness_versions, vllm_fleet=fleet)
     for rule in across.RULES:
         rule(check, cfg, raw)
     check.raise_if_any()

@@ -142,9 +142,12 @@ OPTIONS = {
 
 def parse(check: Checker, value: Any, kubeconfig_secret: Any,
           deployed: tuple[rollout_gate.Pair, rollout_gate.Pair | None] | None = None, *,
-          developers: Sequence[str] = (), receipt_key: bytes | None = None) -> VllmFleet | None:
+          developers: Sequence[str] = (), receipt_key: bytes | None = None,
+          served_with: rollout_gate.ServedWith | None = None) -> VllmFleet | None:
     """The fleet, or None when the stack declares none (or after its problems are recorded).
     `deployed`: (stable, previous) as the stack's last update left them, None before the first.
+    `served_with`: the rest of the tuple a promoted pair serves with (the gateway's and the
+    harnesses' versions), which a promotion's record must pin.
     `receipt_key`: what the gateway signs receipts with (from its master key), None without one.
     `developers`: the names the stack declares under `developers` (a seat holds one's key)."""
     if value is MISSING:
@@ -172,7 +175,7 @@ def parse(check: Checker, value: Any, kubeconfig_secret: Any,
     if fleet["agentSandbox"]:
         _check_sandbox(check, f"{k}.agentSandbox", fleet["agentSandbox"], value["agentSandbox"],
                        developers)
-    gate = fleet["rolloutGate"] and _gate(check, fleet["rolloutGate"], receipt_key)
+    gate = fleet["rolloutGate"] and _gate(check, fleet["rolloutGate"], receipt_key, served_with)
     service_ips = _service_ips(check, f"{k}.serviceIPs", fleet["serviceIPs"],
                                value.get("serviceIPs"), canary is not None)
     if not check.clean_since(start):
@@ -339,7 +342,8 @@ def _policy(check: Checker, key: str, policy: dict) -> tuple[rollout_gate.Policy
         trace_sha256=rollout_gate.sha256(policy["trace"])), policy["tasks"], tasks, policy["trace"]
 
 
-def _gate(check: Checker, gate: dict, receipt_key: bytes | None) -> RolloutGate | None:
+def _gate(check: Checker, gate: dict, receipt_key: bytes | None,
+          served_with: rollout_gate.ServedWith | None) -> RolloutGate | None:
     """The stack's gate policy and the records gate runs wrote into its records folder, each
     judged against its evidence (spear/rollout_gate.py::judge, as scripts/gate judges it). A
     record that does not stand is no config error: it blocks only the promotion to its pair."""
@@ -368,7 +372,7 @@ def _gate(check: Checker, gate: dict, receipt_key: bytes | None) -> RolloutGate 
         verdict = rollout_gate.judge(name, raw[name], evidence.get(name), tasks, policy, receipt_key)
         (records if isinstance(verdict, rollout_gate.Record) else refused).append(verdict)
     return RolloutGate(policy=policy, records=tuple(records), refused=tuple(refused), written=raw,
-                       evidence=evidence, tasks=tasks_file,
+                       evidence=evidence, tasks=tasks_file, served_with=served_with,
                        keys={track: who for track, who in (gate["keys"] or {}).items() if who})
 
 
@@ -380,7 +384,8 @@ def _check_rollout(check: Checker, fleet: VllmFleet) -> None:
     previous = fleet.previous.key if fleet.previous else None
     reasons = rollout_gate.promotion_refusals(fleet.stable.key, previous, fleet.gate_records,
                                               fleet.deployed,
-                                              fleet.gate.refused if fleet.gate else ())
+                                              fleet.gate.refused if fleet.gate else (),
+                                              fleet.gate.served_with if fleet.gate else None)
     if reasons:
         check.report("vllmFleet.stable", f"a promotion to {rollout_gate.describe(fleet.stable.key)}"
                      f" (previous: {rollout_gate.describe(previous) if previous else 'none'})",

@@ -75,6 +75,10 @@ UP_LOCAL = block_starting(BLOCKS, "scripts/up-local")
 CANARY = block_starting(BLOCKS, "pulumi config set --path --stack local vllmFleet.canary.")
 PROMOTE = block_starting(BLOCKS, "pulumi config set --path --stack local vllmFleet.previous.")
 ROLLBACK = block_starting(BLOCKS, "scripts/rollback")
+# The promotion's config beside a harness bump its record did not run under, previewed.
+TUPLE_MOVED = (PROMOTE.rsplit("pulumi up", 1)[0]
+               + "pulumi config set --path --stack local harnesses.codex 0.170.0\n"
+                 "pulumi preview --stack local\n")
 SEAT_TURN = block_starting(BLOCKS, "scripts/seat --stack local ana --turn")
 SEAT_EDIT = block_starting(BLOCKS, "scripts/seat --stack local cyn --edit")
 # The local stack's seats: ana's Qwen-Code, bob's OpenHands, cyn's Claude Code, reached by name
@@ -355,6 +359,18 @@ def test_the_readmes_rollout_runs_as_written_canary_gate_promotion_and_rollback(
     # The gate judged its record as the stack will: PASS is a promotion the stack accepts.
     assert "verdict: PASS" in canary.stdout, canary.stdout[-4000:] + canary.stderr[-2000:]
     the_gate_record_is_what_the_gateway_signed(local)
+    # The record measured the pair under codex 0.169.0: promoting it beside a bump is refused
+    # at preview, naming the member that moved.
+    stack_file = local[0] / "stacks" / "Pulumi.local.yaml"
+    declared = stack_file.read_bytes()
+    try:
+        moved = run_block(local, TUPLE_MOVED)
+    finally:
+        stack_file.write_bytes(declared)
+    assert moved.returncode != 0
+    assert "measured the pair under another tuple (pin.harnessVersions.codex: 0.169.0, where" \
+        " the stack pins 0.170.0)" in moved.stdout + moved.stderr, \
+        moved.stdout[-4000:] + moved.stderr[-2000:]
     before = stack_output(local, "gateway")["fleet_routes"]["stable"]["throughput"]
     promote = run_block(local, PROMOTE)
     assert promote.returncode == 0, (promote.stdout[-4000:] + promote.stderr[-4000:] + "\n"

@@ -14,6 +14,7 @@ from typing import Any
 from gate import run as gate_run
 from spear import receipts, rollout_gate, trace
 from spear.fleet import CANARY, STABLE
+from spear.harness import DEFAULT_VERSIONS, LOCKS
 from spear.rules import CODER_MODEL, SMOKE_ANSWER
 from tests.support.config_cases import MASTER_KEY
 
@@ -27,8 +28,10 @@ POLICY_CONFIG = {"alpha": 0.05, "candidatePassRateMin": 0.9, "toolCallPassRateMi
 
 
 def project(tmp: Path) -> Path:
-    """A project folder with the repository's task set and trace, to chdir into."""
+    """A project folder with the repository's task set and trace, and the harnesses' locks (a
+    stack's `harnesses` needs its version's), to chdir into."""
     shutil.copytree(REPO / "gate", tmp / "gate", dirs_exist_ok=True)
+    shutil.copytree(REPO / LOCKS, tmp / LOCKS, dirs_exist_ok=True)
     return tmp
 
 
@@ -48,9 +51,11 @@ def tasks() -> tuple[rollout_gate.Task, ...]:
     return rollout_gate.parse_tasks(Path(TASKS).read_bytes())[0]
 
 
-def pin(pair: dict[str, str]) -> rollout_gate.Pin:
+def pin(pair: dict[str, str], harnesses: dict[str, str] | None = None) -> rollout_gate.Pin:
+    """The pair under what the test stacks serve it with: their gateway's LiteLLM and the
+    harnesses at the defaults, or at `harnesses` where it says."""
     return rollout_gate.Pin(pair["tag"], pair["model"], pair["revision"], LITELLM,
-                            (("claude-code", "2.1.3"), ("codex", "0.98.0")))
+                            tuple(sorted({**DEFAULT_VERSIONS, **(harnesses or {})}.items())))
 
 
 def text_answer(text: str) -> dict[str, Any]:
@@ -104,11 +109,12 @@ def signed(line: dict[str, Any], side: str, call_id: str, master_key: str | None
 
 def evidence(pair: dict[str, str], gate: rollout_gate.Policy, *, samples: int | None = None,
              markup_calls: int = 0, candidate_fails: int = 0, stable_fails: int = 0,
-             ttft: float = 0.05, itl: float = 0.01, master_key: str | None = MASTER_KEY) -> bytes:
-    """A run's evidence: `samples` tool calls (the last `markup_calls` answered as text), every
-    task (the candidate failing the first `candidate_fails`, stable the last `stable_fails`),
-    the default trace streamed with a constant TTFT and ITL; each answer signed by a gateway
-    holding `master_key`."""
+             ttft: float = 0.05, itl: float = 0.01, master_key: str | None = MASTER_KEY,
+             harnesses: dict[str, str] | None = None) -> bytes:
+    """A run's evidence under pin(pair, harnesses): `samples` tool calls (the last
+    `markup_calls` answered as text), every task (the candidate failing the first
+    `candidate_fails`, stable the last `stable_fails`), the default trace streamed with a
+    constant TTFT and ITL; each answer signed by a gateway holding `master_key`."""
     samples = gate.tool_call_samples if samples is None else samples
     candidate = rollout_gate.CANDIDATE_TRACK
     # The canary's pods run the pair, as a gateway that picks the pods signs it.
@@ -131,7 +137,7 @@ def evidence(pair: dict[str, str], gate: rollout_gate.Policy, *, samples: int | 
         answered.append(({"kind": rollout_gate.STREAM, "offset": arrival.offset,
                           "sent": arrival.offset, "request": gate_run.trace_body(CODER_MODEL, arrival),
                           "status": 200, "chunks": chunks, "text": SMOKE_ANSWER}, candidate))
-    lines = [{"kind": rollout_gate.RUN, "pin": pin(pair).to_json(), "policy": gate.digest,
+    lines = [{"kind": rollout_gate.RUN, "pin": pin(pair, harnesses).to_json(), "policy": gate.digest,
               "stable": "coder as gate", "candidate": "coder as gate-pilot"},
              *(signed(line, track, f"call-{n}", master_key, serves=serves.get(track, ""))
                for n, (line, track) in enumerate(answered))]
@@ -139,10 +145,13 @@ def evidence(pair: dict[str, str], gate: rollout_gate.Policy, *, samples: int | 
 
 
 def write_record(name: str, pair: dict[str, str], gate: rollout_gate.Policy | None = None,
-                 folder: str = RECORDS, **run: Any) -> Path:
-    """A record and its evidence written as scripts/gate writes them; the record's path."""
+                 folder: str = RECORDS, harnesses: dict[str, str] | None = None,
+                 **run: Any) -> Path:
+    """A record and its evidence written as scripts/gate writes them (pinning `harnesses`
+    where it says, else the defaults); the record's path."""
     gate = gate or policy()
-    gate_run.write(Path(folder), name, pin(pair), gate, evidence(pair, gate, **run), tasks())
+    gate_run.write(Path(folder), name, pin(pair, harnesses), gate,
+                   evidence(pair, gate, harnesses=harnesses, **run), tasks())
     return Path(folder) / f"{name}.json"
 
 

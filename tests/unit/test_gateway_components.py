@@ -7,6 +7,7 @@ restarts the proxy, a config-only change rewrites config.yaml and restarts, noth
 from __future__ import annotations
 
 import copy
+import json
 import runpy
 import tempfile
 from dataclasses import dataclass, field
@@ -242,7 +243,11 @@ def test_a_litellm_version_bump_replaces_the_install_and_restarts_the_proxy(loca
         "gateway-migrations": ["triggers"],
         "gateway-config": ["litellm_version"],
         "gateway-service": ["restart_triggers"],
+        # The fleet's rollout record says what its stable pair is served with now.
+        "vllm-rollout": ["data"],
     }
+    served = json.loads(bumped.inputs["vllm-rollout"]["data"]["served-with.json"])
+    assert served["gatewayVersion"] == "1.108.7"
     old, new = local.inputs, bumped.inputs
     assert LitellmInstallProvider().diff("", old["gateway-litellm"],
                                          new["gateway-litellm"]).replaces == ["install_key"]
@@ -253,9 +258,12 @@ def test_a_litellm_version_bump_replaces_the_install_and_restarts_the_proxy(loca
     assert RemoteFileProvider().diff("", old["gateway-config"], new["gateway-config"]).changes is False
 
 
-def test_a_harness_version_bump_changes_the_exported_versions_and_wiring_and_no_resource(local):
+def test_a_harness_version_bump_changes_the_exported_versions_wiring_and_rollout_record_alone(local):
     bumped = run_program(edited(lambda raw: raw["harnesses"].update(codex="0.170.0")))
-    assert changed(local, bumped) == {}
+    # The fleet's rollout record says what its stable pair is served with: nothing that runs.
+    assert changed(local, bumped) == {"vllm-rollout": ["data"]}
+    served = json.loads(bumped.inputs["vllm-rollout"]["data"]["served-with.json"])
+    assert served["harnessVersions"]["codex"] == "0.170.0"
     assert bumped.exported["harness_versions"] == {**local.exported["harness_versions"],
                                                    "codex": "0.170.0"}
     assert bumped.exported["harnesses:ana"]["codex"]["install"] == "npm install -g @openai/codex@0.170.0"

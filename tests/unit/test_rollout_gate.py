@@ -19,7 +19,7 @@ from gate import run as gate_run
 from spear import rollout_gate, trace
 from spear.fleet import STABLE
 from tests.support import gate_records as records
-from tests.support.config_cases import (CANARY_PAIR, MASTER_KEY, STABLE_PAIR, fleet_raw, gateway_raw, problem_line,
+from tests.support.config_cases import (CANARY_PAIR, MASTER_KEY, STABLE_PAIR, changed, fleet_raw, gateway_raw, problem_line,
                                         promoted_raw, run_program)
 from tests.support.stack_files import engine_config
 
@@ -202,6 +202,35 @@ def test_a_record_whose_pin_was_edited_is_refused():
     record["pin"]["engineVersion"] = "v0.25.0"
     path.write_text(json.dumps(record))
     assert "the evidence was measured on another pin" in refused(promoted_raw(records.gate_config()))
+
+
+# --- the rest of the tuple: what the promoted pair is served with ------------------------------
+
+def test_a_promotion_under_another_litellm_than_its_record_measured_is_refused_naming_the_member():
+    raw = changed(promote(), ("gateway", "litellm", "version"), "1.108.7")
+    assert ("record canary-1 measured the pair under another tuple (pin.gatewayVersion: LiteLLM"
+            " 1.91.1, where the stack's gateway runs 1.108.7): run scripts/gate again") \
+        in problem_line(config_error(raw), "vllmFleet.stable")
+
+
+def test_a_promotion_beside_a_harness_bump_its_record_did_not_measure_is_refused_naming_the_harness():
+    raw = changed(promote(), ("harnesses",), {"codex": "0.170.0"})
+    assert "(pin.harnessVersions.codex: 0.169.0, where the stack pins 0.170.0)" \
+        in problem_line(config_error(raw), "vllmFleet.stable")
+
+
+def test_a_record_that_measured_the_pair_with_the_bumped_harness_promotes_beside_the_bump():
+    records.write_record("canary-1", CANARY_PAIR, harnesses={"codex": "0.170.0"})
+    raw = changed(promoted_raw(records.gate_config()), ("harnesses",), {"codex": "0.170.0"})
+    [record] = parse_stack(raw).vllm_fleet.gate_records
+    assert dict(record.pin.harness_versions)["codex"] == "0.170.0"
+    assert "pin.harnessVersions" in refused(promoted_raw(records.gate_config()))  # not without it
+
+
+def test_a_rollback_needs_no_record_whatever_else_the_stack_moves():
+    raw = fleet_raw(stable=STABLE_PAIR, previous=STABLE_PAIR, rolloutGate=records.gate_config())
+    parse_stack(changed(changed(raw, ("gateway", "litellm", "version"), "1.108.7"),
+                        ("harnesses",), {"codex": "0.170.0"}))
 
 
 # --- receipts: only answers the stack's gateway gave ------------------------------------------

@@ -72,6 +72,25 @@ def test_evidence_altered_in_the_configmap_does_not_stand():
     assert "evidence.sha256:" in message and "it was altered after the run" in message
 
 
+def test_a_promotion_served_with_another_harness_than_its_record_measured_is_a_violation():
+    objects = promoted()
+    data = rollout(objects)["data"]
+    served = json.loads(data["served-with.json"])
+    assert served["harnessVersions"]["codex"] == "0.169.0"  # what the stack declares
+    served["harnessVersions"]["codex"] = "0.170.0"
+    data["served-with.json"] = json.dumps(served)
+    [message] = check_stack(POLICY, prod_stack(), kube_stack(objects))
+    assert "record canary-1 measured the pair under another tuple (pin.harnessVersions.codex:" \
+        " 0.169.0, where the stack pins 0.170.0)" in message
+
+
+def test_a_rollout_record_that_does_not_say_what_the_pair_is_served_with_promotes_nothing():
+    objects = promoted()
+    del rollout(objects)["data"]["served-with.json"]
+    [message] = check_stack(POLICY, prod_stack(), kube_stack(objects))
+    assert "the rollout record does not say what the stable pair is served with" in message
+
+
 def test_a_promotion_without_any_record_is_a_violation():
     objects = promoted()
     rollout(objects)["data"]["gate-records.json"] = "[]"
