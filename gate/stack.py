@@ -53,12 +53,14 @@ class GateStack:
     harness_versions: dict[str, str]  # harness -> the version the stack pins (harnesses)
 
     def candidate_pin(self, gateway_version: str | None) -> rollout_gate.Pin:
-        """The canary's pair, and LiteLLM's version as the gateway reports it live (else as the
-        stack's install read it), and the harness versions the stack pins."""
+        """The canary's pair, LiteLLM's version as the gateway reports it live (else as the
+        stack's install read it), the harness versions the stack pins, and the tool registry
+        this run's validator judges by."""
         version = gateway_version or self.installed_version
         if not version:
             raise GateError("neither the gateway nor the stack's outputs say LiteLLM's version")
-        return rollout_gate.Pin(*self.canary, version, tuple(sorted(self.harness_versions.items())))
+        return rollout_gate.Pin(*self.canary, version, tuple(sorted(self.harness_versions.items())),
+                                rollout_gate.registry_digest())
 
 
 def deployed_canary(declared: Any, stack: str) -> rollout_gate.Pair:

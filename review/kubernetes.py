@@ -174,11 +174,42 @@ def _config_map_name(inputs: Mapping[str, Any]) -> str:
     return f"{part} ConfigMap" if part else "ConfigMap"
 
 
+def _stable_tuple(inputs: Mapping[str, Any]) -> dict[str, str] | None:
+    """The tuple a rollout record says the stable pair serves with: member -> value (its engine
+    and revision, LiteLLM's version, the tool registry's digest, each harness's version); None
+    for other shapes."""
+    try:
+        pair = json.loads(inputs["data"][fleet.STABLE_JSON])
+        served = json.loads(inputs["data"].get(fleet.SERVED_WITH_JSON) or "null") or {}
+        members = {"engine": pair["tag"], "revision": pair["revision"][:7]}
+    except (KeyError, TypeError, ValueError):
+        return None
+    if served.get("gatewayVersion"):
+        members["LiteLLM"] = served["gatewayVersion"]
+    if served.get("toolRegistry"):
+        members["tool registry"] = served["toolRegistry"][:12]
+    return {**members, **(served.get("harnessVersions") or {})}
+
+
+def _config_map_details(change: Change) -> list[str]:
+    """For the fleet's rollout record, the members of the stable tuple that move, old -> new,
+    beside the inputs that changed."""
+    if not (change.old and change.new):
+        return []
+    lines = changed_lines(change.old, change.new)
+    old, new = _stable_tuple(change.old), _stable_tuple(change.new)
+    if labels(change.inputs).get(fleet.PART) != fleet.ROLLOUT or not (old and new):
+        return lines
+    moved = [f"{member} {old.get(member, 'none')} -> {new.get(member, 'none')}"
+             for member in dict.fromkeys([*old, *new]) if old.get(member) != new.get(member)]
+    return ([f"the stable tuple: {'; '.join(moved)}"] if moved else []) + lines
+
+
 KINDS = (
     Kind(tokens.K8S_PROVIDER, "Kubernetes provider", CONFIG_ONLY),
     Kind.of(tokens.K8S_NAMESPACE, "namespace", CONFIG_ONLY),
     Kind.of(tokens.K8S_SECRET, "vLLM API key Secret", CONFIG_ONLY, hidden=frozenset({"data"})),
-    Kind.of(tokens.K8S_CONFIG_MAP, _config_map_name, CONFIG_ONLY),
+    Kind.of(tokens.K8S_CONFIG_MAP, _config_map_name, CONFIG_ONLY, details=_config_map_details),
     Kind.of(tokens.K8S_PVC, "model cache claim", CONFIG_ONLY),
     Kind.of(tokens.K8S_PV, "model cache volume", CONFIG_ONLY),
     Kind.of(tokens.K8S_SERVICE, "vLLM Service", CONFIG_ONLY),

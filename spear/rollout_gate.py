@@ -93,6 +93,7 @@ class Pin:
     revision: str
     gateway_version: str
     harness_versions: tuple[tuple[str, str], ...]  # (harness, version), sorted by harness
+    tool_registry: str  # registry_digest() of the validator the run judged tool calls with
 
     @property
     def pair(self) -> Pair:
@@ -101,7 +102,7 @@ class Pin:
     def to_json(self) -> dict[str, Any]:
         return {"engineVersion": self.engine_version, "model": self.model,
                 "revision": self.revision, "gatewayVersion": self.gateway_version,
-                "harnessVersions": dict(self.harness_versions)}
+                "harnessVersions": dict(self.harness_versions), "toolRegistry": self.tool_registry}
 
 
 def _harness_versions(value: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
@@ -110,25 +111,28 @@ def _harness_versions(value: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
 
 def pin_from_json(value: Mapping[str, Any]) -> Pin:
     return Pin(str(value["engineVersion"]), str(value["model"]), str(value["revision"]),
-               str(value["gatewayVersion"]), _harness_versions(value))
+               str(value["gatewayVersion"]), _harness_versions(value), str(value["toolRegistry"]))
 
 
 @dataclass(frozen=True)
 class ServedWith:
     """The rest of the tuple a promoted pair serves developers with, as the stack declares it:
-    the gateway's LiteLLM version (None: the stack has no gateway) and every harness's version.
-    A promotion's record must have measured the pair with exactly these."""
+    the gateway's LiteLLM version (None: the stack has no gateway), every harness's version, and
+    the tool registry the validator admits calls by. A promotion's record must have measured the
+    pair with exactly these."""
     gateway_version: str | None
     harness_versions: tuple[tuple[str, str], ...]  # (harness, version), sorted by harness
+    tool_registry: str
 
     def to_json(self) -> dict[str, Any]:
         return {"gatewayVersion": self.gateway_version,
-                "harnessVersions": dict(self.harness_versions)}
+                "harnessVersions": dict(self.harness_versions), "toolRegistry": self.tool_registry}
 
 
 def served_with_from_json(value: Mapping[str, Any]) -> ServedWith:
     version = value["gatewayVersion"]
-    return ServedWith(None if version is None else str(version), _harness_versions(value))
+    return ServedWith(None if version is None else str(version), _harness_versions(value),
+                      str(value["toolRegistry"]))
 
 
 def moved_members(pin: Pin, served: ServedWith) -> list[str]:
@@ -143,6 +147,10 @@ def moved_members(pin: Pin, served: ServedWith) -> list[str]:
         if pinned.get(name) != declared.get(name):
             moved.append(f"pin.harnessVersions.{name}: {pinned.get(name) or 'none'}, where the"
                          f" stack pins {declared.get(name) or 'none'}")
+    if pin.tool_registry != served.tool_registry:
+        moved.append(f"pin.toolRegistry: {pin.tool_registry[:12]}, where the validator's registry"
+                     f" (spear/probes.py TOOL_REGISTRY: {', '.join(sorted(TOOL_REGISTRY))}) is"
+                     f" {served.tool_registry[:12]}")
     return moved
 
 
@@ -229,6 +237,13 @@ def tool_definition(name: str) -> dict[str, Any]:
     return {"type": "function", "function": {
         "name": name, "parameters": {"type": "object", "properties": properties,
                                      "required": sorted(spec.required)}}}
+
+
+def registry_digest() -> str:
+    """The tool registry by content: every tool's definition as a request offers it. A new tool,
+    or a changed argument, is a new digest, which a record made before it does not pin."""
+    return sha256(json.dumps([tool_definition(name) for name in sorted(TOOL_REGISTRY)],
+                             sort_keys=True).encode())
 
 
 def task_request(task: Task, model: str, max_tokens: int) -> dict[str, Any]:

@@ -82,7 +82,8 @@ def parse(raw: Mapping[str, Any], deployed_rollout: Any = None,
                              receipt_key=receipts.receipt_key(master_key.text) if master_key else None,
                              served_with=rollout_gate.ServedWith(
                                  the_gateway.litellm_version if the_gateway else None,
-                                 tuple(sorted(harness_versions.items()))))
+                                 tuple(sorted(harness_versions.items())),
+                                 rollout_gate.registry_digest()))
     cfg = FleetConfig(inference_hosts=inference_hosts, backends=backend_table,
                       runpod_pods=runpod_pods, api_keys={**api_keys, **gateway_keys},
                       reds_endpoints=reds_endpoints, gateway=the_gateway,

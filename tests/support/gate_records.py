@@ -52,10 +52,11 @@ def tasks() -> tuple[rollout_gate.Task, ...]:
 
 
 def pin(pair: dict[str, str], harnesses: dict[str, str] | None = None) -> rollout_gate.Pin:
-    """The pair under what the test stacks serve it with: their gateway's LiteLLM and the
-    harnesses at the defaults, or at `harnesses` where it says."""
+    """The pair under what the test stacks serve it with: their gateway's LiteLLM, the harnesses
+    at the defaults (or at `harnesses` where it says) and the tool registry."""
     return rollout_gate.Pin(pair["tag"], pair["model"], pair["revision"], LITELLM,
-                            tuple(sorted({**DEFAULT_VERSIONS, **(harnesses or {})}.items())))
+                            tuple(sorted({**DEFAULT_VERSIONS, **(harnesses or {})}.items())),
+                            rollout_gate.registry_digest())
 
 
 def text_answer(text: str) -> dict[str, Any]:
@@ -177,7 +178,8 @@ def run_gate(stable: gate_run.Track, candidate: gate_run.Track, name: str, pair:
     task_list = tasks()
     version = candidate.endpoint.gateway_version()
     assert version, "the gateway did not report its LiteLLM version"
-    the_pin = rollout_gate.Pin(*pin(pair).pair, version, pin(pair).harness_versions)
+    the_pin = rollout_gate.Pin(*pin(pair).pair, version, pin(pair).harness_versions,
+                               pin(pair).tool_registry)
     arrivals = trace.parse(json.loads(Path(policy_changes.get("trace", TRACE)).read_text()))
     evidence = gate_run.run(stable, candidate, gate, the_pin, task_list, arrivals, log)
     return gate_run.write(Path(folder), name, the_pin, gate, evidence, task_list)

@@ -6,13 +6,14 @@ never shown. Steps are shaped like the engine's, with the fleet's own manifests 
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from components.agent_seats import manifests as seat_manifests
 from components.vllm_fleet import manifests
 from config.load import parse_stack
 from spear import tokens
-from spear.fleet import CANARY, STABLE
+from spear.fleet import CANARY, PART, ROLLOUT, SERVED_WITH_JSON, STABLE, STABLE_JSON
 from review.kinds import ROLLING_UPDATE, SCALE
 from review.summary import summarize
 from tests.support.config_cases import CANARY_PAIR, SEATS_GATEWAY_URL, fleet_raw, seats_raw
@@ -95,6 +96,32 @@ def test_without_the_unchanged_stable_step_the_canary_is_compared_with_the_rollo
         step("create", DEPLOYMENT, "vllm-canary", None, canary)]}, None)
     assert "  - canary: v0.24.0 -> v0.25.0, revision da6e2ed -> 1234567\n" in text
     assert "**rollout ConfigMap** (`vllm-rollout`)" in text
+
+
+def rollout(stable: dict[str, str], litellm: str = "1.91.1", registry: str = "ab" * 32,
+            **harnesses: str) -> dict[str, Any]:
+    """A rollout record's inputs: the stable pair and what it serves with."""
+    return {"metadata": {"name": "vllm-rollout", "labels": {PART: ROLLOUT}},
+            "data": {STABLE_JSON: json.dumps(stable), SERVED_WITH_JSON: json.dumps(
+                {"gatewayVersion": litellm, "harnessVersions": {"codex": "0.169.0", **harnesses},
+                 "toolRegistry": registry})}}
+
+
+def test_the_rollout_record_shows_each_member_of_the_stable_tuple_that_moves():
+    stable = {"tag": "v0.24.0", "model": "Qwen/Qwen3-Coder-Next-FP8", "revision": "da6e2ed27304dd"}
+    bump = summarize({"steps": [step("update", tokens.K8S_CONFIG_MAP.type, "vllm-rollout",
+                                     rollout(stable), rollout(stable, codex="0.170.0"))]}, None)
+    assert "  - the stable tuple: codex 0.169.0 -> 0.170.0\n" in bump
+    both = summarize({"steps": [step("update", tokens.K8S_CONFIG_MAP.type, "vllm-rollout",
+                                     rollout(stable), rollout(CANARY_PAIR, litellm="1.108.7"))]}, None)
+    assert ("  - the stable tuple: engine v0.24.0 -> v0.25.0; revision da6e2ed -> 1234567;"
+            " LiteLLM 1.91.1 -> 1.108.7\n") in both
+    tool = summarize({"steps": [step("update", tokens.K8S_CONFIG_MAP.type, "vllm-rollout",
+                                     rollout(stable), rollout(stable, registry="cd" * 32))]}, None)
+    assert "  - the stable tuple: tool registry abababababab -> cdcdcdcdcdcd\n" in tool
+    same = summarize({"steps": [step("update", tokens.K8S_CONFIG_MAP.type, "vllm-rollout",
+                                     rollout(stable), {**rollout(stable), "extra": 1})]}, None)
+    assert "the stable tuple" not in same
 
 
 # The agent seats (components/agent_seats): named by their seat, a harness bump read as its

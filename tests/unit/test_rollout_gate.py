@@ -18,6 +18,7 @@ from config.load import parse_stack
 from gate import run as gate_run
 from spear import rollout_gate, trace
 from spear.fleet import STABLE
+from spear.probes import ToolSpec
 from tests.support import gate_records as records
 from tests.support.config_cases import (CANARY_PAIR, MASTER_KEY, STABLE_PAIR, changed, fleet_raw, gateway_raw, problem_line,
                                         promoted_raw, run_program)
@@ -225,6 +226,18 @@ def test_a_record_that_measured_the_pair_with_the_bumped_harness_promotes_beside
     [record] = parse_stack(raw).vllm_fleet.gate_records
     assert dict(record.pin.harness_versions)["codex"] == "0.170.0"
     assert "pin.harnessVersions" in refused(promoted_raw(records.gate_config()))  # not without it
+
+
+def test_a_promotion_after_a_new_tool_joined_the_registry_is_refused_until_the_gate_runs_again(
+        monkeypatch):
+    raw = promote()
+    monkeypatch.setitem(rollout_gate.TOOL_REGISTRY, "list_dir", ToolSpec(required={"path": str}))
+    line = problem_line(config_error(raw), "vllmFleet.stable")
+    assert "(pin.toolRegistry: " in line
+    assert "where the validator's registry (spear/probes.py TOOL_REGISTRY: list_dir, read_file," \
+        " run_tests) is" in line
+    records.write_record("canary-2", CANARY_PAIR)  # the gate run again, under the new registry
+    assert [r.name for r in parse_stack(raw).vllm_fleet.gate_records] == ["canary-1", "canary-2"]
 
 
 def test_a_rollback_needs_no_record_whatever_else_the_stack_moves():
