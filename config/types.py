@@ -843,8 +843,9 @@ class RolloutGate:
     # track (stable, canary) -> the developer whose key scripts/gate sends that track's requests
     # with: the stable one in the general ring, the canary one in the pilot ring.
     keys: dict[str, str] = field(default_factory=dict)
-    # What a promoted pair is served with (the gateway's LiteLLM version, the harnesses'), which
-    # its record must have measured it with; None: the caller did not say (a fleet parsed alone).
+    # What a promoted pair is served with (LiteLLM's version, the harnesses', the tool registry),
+    # which its record must have measured it with; None: the caller did not say (a fleet parsed
+    # alone).
     served_with: ServedWith | None = None
 
 

@@ -19,8 +19,8 @@ REVISION = "spear-fleet/revision"
 # policy pack re-judges them by: the task set and each record's evidence.
 STABLE_JSON, PREVIOUS_JSON, CANARY_JSON, RECORDS_JSON, GATE_POLICY_JSON = (
     "stable.json", "previous.json", "canary.json", "gate-records.json", "gate-policy.json")
-# What the stable pair is served with (the gateway's and the harnesses' versions), which a
-# promotion's record must pin: null without a gate.
+# What the stable pair is served with (LiteLLM's and the harnesses' versions, the tool
+# registry), which a promotion's record must pin: null without a gate.
 SERVED_WITH_JSON = "served-with.json"
 GATE_TASKS_GZ = "gate-tasks.jsonl.gz"
 

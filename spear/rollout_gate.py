@@ -635,7 +635,7 @@ def _stream_problem(key: bytes, receipt: receipts.Receipt, line: Mapping[str, An
 def refusals(pair: Pair, records: Sequence[Record], refused: Sequence[Refused] = (),
              served: ServedWith | None = None) -> list[str]:
     """Why `pair` may not serve as stable: [] when a record for exactly this pair, measured with
-    exactly what it will be served with (`served`: the gateway's version and the harnesses'),
+    exactly what it will be served with (`served`: LiteLLM's, the harnesses', the registry),
     passes. A record of the pair under another tuple says which member moved. The records that
     do not stand and claim this pair (or whose pin does not read) say why here, and only here:
     they block this promotion, nothing else."""

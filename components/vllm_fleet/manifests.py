@@ -19,8 +19,8 @@ from spear.rules import PRIORITY_CLASSES, pods_peer
 from spear.seats import RUNTIME_CLASS
 from spear.fleet import (AGENT_SANDBOX, ALERTS, APP, CACHE_SALT, CANARY_JSON, ENGINE_VERSION,
                          GATE_POLICY_JSON, GATE_TASKS_GZ, PART, PREVIOUS_JSON, PRIORITIES,
-                         RECORDS_JSON, REVISION, ROLE, ROLLOUT, SERVED_WITH_JSON, STABLE, STABLE_JSON, TENANCY, TRACK,
-                         evidence_key)
+                         RECORDS_JSON, REVISION, ROLE, ROLLOUT, SERVED_WITH_JSON, STABLE,
+                         STABLE_JSON, TENANCY, TRACK, evidence_key)
 
 API_KEY_SECRET = "vllm-api-key"
 MODEL_CACHE = "vllm-model-cache"

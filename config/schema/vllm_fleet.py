@@ -146,8 +146,8 @@ def parse(check: Checker, value: Any, kubeconfig_secret: Any,
           served_with: rollout_gate.ServedWith | None = None) -> VllmFleet | None:
     """The fleet, or None when the stack declares none (or after its problems are recorded).
     `deployed`: (stable, previous) as the stack's last update left them, None before the first.
-    `served_with`: the rest of the tuple a promoted pair serves with (the gateway's and the
-    harnesses' versions), which a promotion's record must pin.
+    `served_with`: the rest of the tuple a promoted pair serves with (LiteLLM's and the
+    harnesses' versions, the tool registry), which a promotion's record must pin.
     `receipt_key`: what the gateway signs receipts with (from its master key), None without one.
     `developers`: the names the stack declares under `developers` (a seat holds one's key)."""
     if value is MISSING:

@@ -1,9 +1,9 @@
 """A canary is promoted to stable only on a passing gate run recorded for exactly that pair,
 measured with what it will be served with (seed 001 step 8, "How to maintain it"). The stable
 Deployment's own image tag, model and revision are the pair; the fleet's rollout record (a
-ConfigMap in its namespace) holds the previous pair, the gateway's and the harnesses' versions
-the stack declares, the gate policy, the records as scripts/gate wrote them, and (binaryData) the
-task set and each record's evidence. Each record is re-judged from its evidence here with
+ConfigMap in its namespace) holds the previous pair, the LiteLLM and harness versions and the
+tool registry the stack serves it with, the gate policy, the records as scripts/gate wrote
+them, and (binaryData) the task set and each record's evidence. Each record is re-judged from its evidence here with
 spear/rollout_gate.py::judge, as the config check before `pulumi up` does: a verdict
 written into the ConfigMap is not believed. The evidence's receipts (spear/receipts.py) are the
 config check's alone: they verify with a key derived from the gateway's master key, a secret a
