@@ -8,8 +8,9 @@ version and RECIPE. It is built in a temporary folder beside it and renamed into
 folder that exists is complete and is reused as it is. CLI: scripts/setup-kubernetes.sh.
 
 The Go build and module caches are Go's own defaults (~/.cache/go-build, ~/go/pkg/mod), the ones
-scripts/setup-engine.sh fills: the provider shares the Pulumi SDK, gRPC and protobuf packages with
-the engine, so a cold machine compiles those once.
+scripts/setup-engine.sh fills. The artifacts share compiled packages where their versions meet
+(etcd reuses the provider's gRPC and protobuf); the provider pins its own Pulumi SDK, gRPC and
+client-go, so it shares none with the engine or Kubernetes (docs/BENCHMARKS.md, the Go builds).
 """
 
 from __future__ import annotations

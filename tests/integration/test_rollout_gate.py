@@ -105,15 +105,33 @@ def project(tmp_path, monkeypatch):
     return tmp_path
 
 
-def gate(endpoint, route: str, name: str, log=lambda _: None, **slos: float):
-    """One run against `route` (stable: `coder`), its record written into the records folder."""
+def gate(endpoint, route: str, name: str, folder: str = records.RECORDS, log=lambda _: None,
+         **slos: float):
+    """One run against `route` (stable: `coder`), its record written into `folder`."""
     return records.run_gate(gate_run.Track(endpoint, "coder", "master"),
                             gate_run.Track(endpoint, route, "master"), name, CANARY_PAIR,
-                            log=log, **{**SLOS, **slos})
+                            folder=folder, log=log, **{**SLOS, **slos})
 
 
-def test_a_neutral_bump_passes_and_its_record_promotes(gateway, project):
-    record = gate(gateway, "canary-neutral", "neutral")
+@pytest.fixture(scope="module")
+def real_run(gateway, tmp_path_factory):
+    """`real_run(route, name)`: this module's one real run against `route` under SLOS, written
+    into the records folder as `name`. The tests that forge or move a run take the run another
+    test judged as it is: each run is most of a minute of CPU under CI."""
+    folder, made = tmp_path_factory.mktemp("runs"), {}
+
+    def run(route: str, name: str) -> dict:
+        if route not in made:
+            gate(gateway, route, route, folder=str(folder))
+            made[route] = (folder / f"{route}.evidence.jsonl").read_bytes()
+        [first, *_] = rollout_gate.evidence_lines(made[route])
+        return gate_run.write(Path(records.RECORDS), name, rollout_gate.pin_from_json(first["pin"]),
+                              records.policy(**SLOS), made[route], records.tasks())
+    return run
+
+
+def test_a_neutral_bump_passes_and_its_record_promotes(real_run, project):
+    record = real_run("canary-neutral", "neutral")
     assert record["failures"] == [], records.table(record, records.policy(**SLOS))
     paired = record["results"]["pairedEval"]
     assert (paired["tasks"], paired["b"], paired["c"], paired["p"]) == (14, 0, 0, 1.0)
@@ -133,8 +151,8 @@ def test_the_parser_trap_fails_on_its_tool_calls(gateway, project):
                                                                                     "vllmFleet.stable")
 
 
-def test_a_regressing_candidate_is_refused_with_b_c_and_p(gateway, project):
-    record = gate(gateway, "canary-regress", "regress")
+def test_a_regressing_candidate_is_refused_with_b_c_and_p(real_run, project):
+    record = real_run("canary-regress", "regress")
     paired = record["results"]["pairedEval"]
     assert (paired["b"], paired["c"], paired["candidatePassed"]) == (8, 0, 6)
     text = records.table(record, records.policy(**SLOS))
@@ -210,8 +228,8 @@ def test_the_gateway_signs_an_answer_only_when_asked_and_the_receipt_covers_it(g
 
 
 def test_a_real_runs_evidence_with_one_answer_edited_is_refused_though_its_sha256_and_numbers_match(
-        gateway, project):
-    record = gate(gateway, "canary-regress", "edited")
+        real_run, project):
+    real_run("canary-regress", "edited")
     folder = Path(records.RECORDS)
     lines = [json.loads(line) for line in (folder / "edited.evidence.jsonl").read_text().splitlines()]
     # Every task the candidate failed now answered right, as a record's author would write it.
@@ -243,8 +261,8 @@ def test_a_candidate_the_stable_track_served_is_refused(gateway, project):
             " 'canary'") in problem_line(error.value, "vllmFleet.stable")
 
 
-def test_a_real_record_moved_to_another_gateway_version_is_refused(gateway, project):
-    record = gate(gateway, "canary-neutral", "moved")
+def test_a_real_record_moved_to_another_gateway_version_is_refused(real_run, project):
+    record = real_run("canary-neutral", "moved")
     folder = Path(records.RECORDS)
     lines = [json.loads(line) for line in (folder / "moved.evidence.jsonl").read_text().splitlines()]
     lines[0]["pin"]["gatewayVersion"] = "1.108.7"  # the run line and the record, both
