@@ -6,7 +6,8 @@ each developer's answered through the gateway by the inference host and by the f
 (named; the gate's stable key by the fleet's stable track alone), the fleet's rollout and where
 its Prometheus answers; that Prometheus scrapes both fleet pods and the gateway's exporter with
 the alert rules loaded, and fires the hatch's spend alert once the ledger records an escalation
-over it; run again, up-local changes nothing. Each seat's proof is one turn of its real harness
+over it; refreshed, the stack has nothing to change (what a second up-local's `pulumi up` finds;
+the proofs it would run again are the first run's). Each seat's proof is one turn of its real harness
 in its pod, through the gateway's HTTPS listener by name; README's seat blocks run one again,
 and the end state: cyn's Claude Code creates a file in a git repository of her seat (the
 fleet's stand-in scripted for that task), git shows the diff, and Prometheus reads the accepted
@@ -171,14 +172,6 @@ def stack_output(local: tuple[Path, dict[str, str]], name: str) -> dict:
     return json.loads(run_block(local, f"pulumi stack output --stack local --json {name}").stdout)
 
 
-def resource_summary(stdout: str) -> list[str]:
-    """The lines of the "Resources:" block `pulumi up` ends with (after its preview's), e.g.
-    ["+ 15 created", "49 unchanged"]."""
-    blocks = re.findall(r"^Resources:\n((?:    .*\n)+)", stdout, re.MULTILINE)
-    assert blocks, stdout[-4000:]
-    return [line.strip() for line in blocks[-1].splitlines()]
-
-
 def alert_state(server: Prometheus, name: str) -> str | None:
     return (server.alerts().get(name) or {}).get("state")
 
@@ -254,11 +247,10 @@ def test_up_local_brings_up_the_whole_local_fleet_and_prints_every_smoke_test(lo
     assert ends_with_the_report(first.stdout), first.stdout[-4000:]
     the_gateway_serves_https_by_name_beyond_loopback_and_plain_http_only_on_it(local)
     prometheus_scrapes_both_and_fires_the_hatch_alert()
-    again = run_block(local, UP_LOCAL, env_sh=False, timeout=3600)
+    # Nothing drifts. A second up-local would also rerun the proofs above (the seats' turns are
+    # most of its 90 s, docs/BENCHMARKS.md): on the cluster tests' path, they would show nothing new.
+    again = run_block(local, "pulumi preview --refresh --expect-no-changes --stack local")
     assert again.returncode == 0, again.stdout[-4000:] + again.stderr[-4000:]
-    assert ends_with_the_report(again.stdout), again.stdout[-4000:]
-    [unchanged] = resource_summary(again.stdout)
-    assert re.fullmatch(r"\d+ unchanged", unchanged), again.stdout[-4000:]
 
 
 def the_gateway_serves_https_by_name_beyond_loopback_and_plain_http_only_on_it(local) -> None:
