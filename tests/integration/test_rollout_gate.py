@@ -122,11 +122,12 @@ def real_run(gateway, tmp_path_factory):
 
     def run(route: str, name: str) -> dict:
         if route not in made:
-            gate(gateway, route, route, folder=str(folder))
-            made[route] = (folder / f"{route}.evidence.jsonl").read_bytes()
-        [first, *_] = rollout_gate.evidence_lines(made[route])
-        return gate_run.write(Path(records.RECORDS), name, rollout_gate.pin_from_json(first["pin"]),
-                              records.policy(**SLOS), made[route], records.tasks())
+            record = gate(gateway, route, route, folder=str(folder))
+            made[route] = (rollout_gate.pin_from_json(record["pin"]),
+                           (folder / record["evidence"]["file"]).read_bytes())
+        pin, evidence = made[route]
+        return gate_run.write(Path(records.RECORDS), name, pin, records.policy(**SLOS), evidence,
+                              records.tasks())
     return run
 
 
