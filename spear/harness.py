@@ -10,6 +10,7 @@ qwen-code)"`).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import shlex
@@ -18,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from spear.rules import HARNESS_METRICS_PATH
+from spear.rules import HARNESS_METRICS_PATH, IMAGE
 
 QWEN_CODE = "qwen-code"
 OPENHANDS = "openhands"
@@ -43,6 +44,31 @@ PACKAGES = {QWEN_CODE: ("npm", "@qwen-code/qwen-code"), CLAUDE_CODE: ("npm", "@a
 # harness's own package alone: `scripts/harness-lock <harness> <version>` writes one.
 LOCKS = "hosts/seat/harnesses"
 LOCK_FILES = {"npm": ("package.json", "package-lock.json"), "pypi": ("pyproject.toml", "uv.lock")}
+
+# The seat image's recipe (localhosts/images/seat_image.py) tags an image with the versions it
+# holds, so a reference names them: a stack whose `harnesses` moved past its image's is refused
+# at preview, not at the `up`'s dialect check (components/agent_seats) a minute in.
+SEAT_IMAGE_TAG = re.compile(r"h-[0-9a-f]{12}")
+
+
+def seat_image_tag(versions: Mapping[str, str]) -> str:
+    """The tag of the seat image that holds exactly these versions (every harness's)."""
+    text = json.dumps({h: versions[h] for h in HARNESSES}, sort_keys=True)
+    return "h-" + hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def seat_image_problem(reference: str, versions: Mapping[str, str]) -> str | None:
+    """Why the seat image `reference` does not hold `versions`, as far as its tag says; None when
+    it holds them or its tag is not the recipe's (an image built otherwise: the dialect check at
+    `up`, which asks each harness its version, is what checks it). The config check and the
+    tests call it."""
+    match = IMAGE.fullmatch(reference)
+    tag = match["tag"] if match else None
+    if tag is None or not SEAT_IMAGE_TAG.fullmatch(tag) or tag == seat_image_tag(versions):
+        return None
+    return (f"its tag {tag} names other harness versions than these, whose image is tagged"
+            f" {seat_image_tag(versions)}")
+
 
 CODEX_CONFIG = "~/.codex/config.toml"
 CODEX_KEY_ENV = "OWNED_API_KEY"

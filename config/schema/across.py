@@ -15,6 +15,7 @@ from typing import Any
 from config.checker import Checker
 from config.types import AgentSandbox, EgressTarget, FleetConfig
 from spear.fleet import STABLE
+from spear.harness import seat_image_problem
 from spear.rules import (FLEET_UPSTREAM, GATEWAY_POD_LABELS, PILOT_RING, STABLE_RING, ring_routes,
                          served_by_track_alone)
 
@@ -130,9 +131,24 @@ def seats_reach_the_gateway_by_name(check: Checker, cfg: FleetConfig,
                      " seat resolves the gateway's TLS name to that address")
 
 
+def seat_image_holds_the_pinned_harnesses(check: Checker, cfg: FleetConfig,
+                                          raw: Mapping[str, Any]) -> None:
+    """The seat image, where its tag says which harness versions it holds (the recipe's), holds
+    those `harnesses` pins (spear/harness.py::seat_image_problem)."""
+    sandbox = cfg.vllm_fleet and cfg.vllm_fleet.agent_sandbox
+    if not (sandbox and sandbox.seats and sandbox.seat_image):
+        return
+    problem = seat_image_problem(sandbox.seat_image, cfg.harnesses)
+    if problem:
+        check.report("vllmFleet.agentSandbox.seatImage", f"{sandbox.seat_image} ({problem})",
+                     "the seat image built for the versions `harnesses` pins (scripts/up-local"
+                     " builds the local stack's; localhosts/images/seat_image.py), or `harnesses`"
+                     " at the versions the image holds")
+
+
 RULES: tuple[Rule, ...] = (gateway_first, every_ring_is_served, gate_keys_measure_their_tracks,
                            fleet_routes_known_at_preview, fleet_callers_named,
-                           seats_reach_the_gateway_by_name)
+                           seats_reach_the_gateway_by_name, seat_image_holds_the_pinned_harnesses)
 
 
 def with_gateway_peers(cfg: FleetConfig) -> FleetConfig:

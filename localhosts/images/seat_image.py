@@ -9,7 +9,8 @@ in one layer (localhosts/images/image_files.py). The seat's Deployment (componen
 image's unprivileged user with a read-only root; its one writable mount is the workspace.
 
 Each harness's version is an image label (`org.spear-fleet.harness.<harness>`), and the tag is
-derived from the versions, so a bump is a new image with a new digest. Cached under
+derived from the versions (spear/harness.py::seat_image_tag), so a bump is a new image with a new
+digest, and a stack whose `harnesses` moved past its image's tag is refused at preview. Cached under
 `$SPEAR_CACHE/images/seat-<key>/`, keyed by each file's path, mode, size and mtime.
 
 CLI: `python -m localhosts.images.seat_image [harness=version ...]` prints the archive, ref and digest.
@@ -17,7 +18,6 @@ CLI: `python -m localhosts.images.seat_image [harness=version ...]` prints the a
 
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
 import sys
@@ -26,7 +26,7 @@ from pathlib import Path
 
 from localhosts.images import harness_install, image_files
 from localhosts.images.image_files import Entries, Image
-from spear.harness import DEFAULT_VERSIONS, HARNESSES, OPENHANDS
+from spear.harness import DEFAULT_VERSIONS, HARNESSES, OPENHANDS, seat_image_tag
 
 REPOSITORY = "localhost/spear-fleet/seat"
 REF_NAME = "local-seat"  # the local stack's seatImage.file: $SPEAR_CACHE/images/local-seat.ref
@@ -48,12 +48,6 @@ TOOLS = ("sh", "bash", "env", "cat", "ls", "mkdir", "rm", "cp", "mv", "ln", "tou
          "realpath")
 LABEL = "org.spear-fleet.harness."
 RECIPE_VERSION = 3  # bump when the recipe changes, so cached layers are rebuilt
-
-
-def tag(versions: Mapping[str, str]) -> str:
-    """The versions, short: one tag per set of harness versions."""
-    text = json.dumps({h: versions[h] for h in HARNESSES}, sort_keys=True)
-    return "h-" + hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
 def _executables(folder: Path) -> list[str]:
@@ -140,7 +134,7 @@ def ensure_image(versions: Mapping[str, str] = DEFAULT_VERSIONS) -> Image:
     commands = {h: harness_install.install(h, versions[h]) for h in HARNESSES}
     entries = image_entries(commands)
     key = image_files.content_key(entries, RECIPE_VERSION)
-    name = tag(versions)
+    name = seat_image_tag(versions)
     return image_files.cached_image(
         f"seat-{key}", (f"{REPOSITORY}:{name}",), name, lambda: entries,
         {"Env": [image_files.PATH_ENV, f"HOME={WORKSPACE}/.home"],

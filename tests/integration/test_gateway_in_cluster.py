@@ -208,7 +208,10 @@ def stand(kube_cluster, tmp_path_factory, backups):
                                "accessMode": "ReadWriteOnce"},
                 "agentSandbox": {
                     "namespace": SANDBOX_NS,
-                    "seatImage": seats.pinned,
+                    # By digest alone: a tag that names no harness versions (unlike
+                    # seat_image's own), so a bump reaches the dialect check at `up` (the
+                    # README's rollout test shows a recipe-tagged image refused at preview).
+                    "seatImage": f"{seat_image.REPOSITORY}@{seats.digest}",
                     "nodeGuard": {"image": guard.pinned, "apiServer": kube_cluster.server},
                     "runtimeClass": kubenode.GVISOR_RUNTIME_CLASS,
                     "dialectCheckDeveloper": CHECK_DEVELOPER,

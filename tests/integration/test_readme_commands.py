@@ -51,7 +51,7 @@ from localhosts import local_stack
 from localhosts.hosts.host import host_status
 from localhosts.engine import REPO, upstream_source_env
 from spear import receipts, rollout_gate, throughput
-from spear.harness import developer_key
+from spear.harness import CODEX, developer_key, seat_image_tag
 from tests.support import fleet
 from tests.support.config_cases import CANARY_PAIR, STABLE_PAIR
 from tests.support.kube import clear
@@ -362,6 +362,11 @@ def test_the_readmes_rollout_runs_as_written_canary_gate_promotion_and_rollback(
     assert moved.returncode != 0
     assert "measured the pair under another tuple (pin.harnessVersions.codex: 0.169.0, where" \
         " the stack pins 0.170.0)" in moved.stdout + moved.stderr, \
+        moved.stdout[-4000:] + moved.stderr[-2000:]
+    # In the same preview: the seat image up-local built holds codex 0.169.0, as its tag says.
+    assert "vllmFleet.agentSandbox.seatImage" in moved.stdout + moved.stderr
+    assert (f"names other harness versions than these, whose image is tagged"
+            f" {seat_image_tag({**local_stack.harness_versions(), CODEX: '0.170.0'})}") in moved.stdout + moved.stderr, \
         moved.stdout[-4000:] + moved.stderr[-2000:]
     before = stack_output(local, "gateway")["fleet_routes"]["stable"]["throughput"]
     promote = run_block(local, PROMOTE)

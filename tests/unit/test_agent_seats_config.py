@@ -11,6 +11,7 @@ import pytest
 from config.checker import ConfigError
 from config.load import parse_stack
 from config.types import Seat
+from spear.harness import CODEX as CODEX_HARNESS, DEFAULT_VERSIONS, seat_image_tag
 from tests.support.config_cases import (DELETE, SEAT_IMAGE, SEAT_SECRETS, SEATS, allowed_for,
                                         changed, fleet_raw, repeated_cases, seats_raw)
 
@@ -32,6 +33,10 @@ BAD = [
      " digest (a tag can be pushed again)"),
     ("image-short-digest", changed(seats_raw(), (*SANDBOX, "seatImage"), "seat@sha256:abc"),
      "vllmFleet.agentSandbox.seatImage", "is not an image reference"),
+    ("image-built-for-other-harnesses", changed(seats_raw(), (*SANDBOX, "seatImage"),
+                                                "localhost/spear-fleet/seat:h-0123456789ab@sha256:"
+                                                + "3c" * 32),
+     "vllmFleet.agentSandbox.seatImage", "the seat image built for the versions `harnesses` pins"),
     ("developer-undeclared", _seat(developer="zed"),
      "vllmFleet.agentSandbox.seats.ana-codex.developer", "a developer declared under `developers`"
      " (ana, bob): the seat holds that developer's virtual key"),
@@ -102,6 +107,34 @@ def test_a_seat_parses_to_its_typed_config_with_the_default_workspace():
     assert sandbox.seats == {
         "ana-codex": Seat(name="ana-codex", developer="ana", harness="codex", workspace_size="10Gi"),
         "bob-qwen": Seat(name="bob-qwen", developer="bob", harness="qwen-code", workspace_size="20Gi")}
+
+
+def recipe_image(versions) -> str:
+    """A seat image as localhosts/images/seat_image.py names the one it builds for `versions`."""
+    return f"localhost/spear-fleet/seat:{seat_image_tag(versions)}@sha256:" + "3c" * 32
+
+
+def test_a_harness_bump_past_the_seat_images_versions_is_refused_naming_both_tags():
+    raw = changed(seats_raw(), (*SANDBOX, "seatImage"), recipe_image(DEFAULT_VERSIONS))
+    assert parse_stack(raw).vllm_fleet.agent_sandbox.seat_image == recipe_image(DEFAULT_VERSIONS)
+    bumped = {**DEFAULT_VERSIONS, CODEX_HARNESS: "0.170.0"}
+    raw["harnesses"] = {CODEX_HARNESS: "0.170.0"}
+    with pytest.raises(ConfigError) as error:
+        parse_stack(raw)
+    assert [p.key for p in error.value.problems] == ["spear-fleet:vllmFleet.agentSandbox.seatImage"]
+    assert (f"its tag {seat_image_tag(DEFAULT_VERSIONS)} names other harness versions than these,"
+            f" whose image is tagged {seat_image_tag(bumped)}") in str(error.value)
+    # The image built for the bump passes; one not named by the recipe is left to the dialect
+    # check at `up`, which asks the harness itself.
+    raw["vllmFleet"]["agentSandbox"]["seatImage"] = recipe_image(bumped)
+    assert parse_stack(raw).harnesses[CODEX_HARNESS] == "0.170.0"
+    raw["vllmFleet"]["agentSandbox"]["seatImage"] = SEAT_IMAGE
+    assert parse_stack(raw).harnesses[CODEX_HARNESS] == "0.170.0"
+
+
+def test_the_seat_image_tag_names_every_harness_version():
+    tags = {seat_image_tag({**DEFAULT_VERSIONS, harness: "9.9.9"}) for harness in DEFAULT_VERSIONS}
+    assert len(tags | {seat_image_tag(DEFAULT_VERSIONS)}) == len(DEFAULT_VERSIONS) + 1
 
 
 def test_a_sandbox_without_seats_has_none_and_needs_no_image():
