@@ -122,13 +122,12 @@ build_engine() { # prints the folder holding the CLI, the language host and the 
     "$host_dir"/go.mod "$host_dir"/go.sum "$host_main")/pulumi-language-python
 
   [ -x "$cli" ] || build_once "$cli" "$cli_dir" github.com/pulumi/pulumi/pkg/v3/cmd/pulumi \
-    -tags osusergo,grpcnotrace \
     -ldflags "-X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=v$pulumi_version"
   if [ ! -x "$host" ]; then
     # The upstream main.go, built as its own module against the CLI's pkg/sdk version.
     mkdir "$scratch/langhost"
     cp "$host_dir/go.mod" "$host_dir/go.sum" "$host_main" "$scratch/langhost/"
-    build_once "$host" "$scratch/langhost" . -tags osusergo,grpcnotrace \
+    build_once "$host" "$scratch/langhost" . \
       -ldflags "-X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=$host_version"
   fi
 
@@ -152,16 +151,24 @@ build_engine() { # prints the folder holding the CLI, the language host and the 
 
 install_command_plugin() { # $1 the pulumi binary
   need_go "the command provider plugin"
-  local src files provider
+  local src files provider mod_dir=$repo/engine/pulumi-command
   src=$(upstream_src)/pulumi-command/provider
   [ -f "$src/go.mod" ] || { say "no upstream command provider source at $src"; exit 1; }
-  mapfile -t files < <(find "$src" -type f | LC_ALL=C sort)
+  mapfile -t files < <(find "$src" "$mod_dir" -type f | LC_ALL=C sort)
   provider=$cache/engine/command-$(content_key "$command_version" "${files[@]}")
   provider=$provider/pulumi-resource-command
   if [ ! -x "$provider" ]; then
-    # Built in a scratch copy, outside any git checkout, so the binary depends on the content only.
+    # Built in a scratch copy, outside any git checkout, so the binary depends on the content only,
+    # with engine/pulumi-command's go.mod (the engine's versions) and the patched
+    # pulumi-go-provider its replace names (../pulumi-go-provider).
     cp -r "$src" "$scratch/provider"
-    chmod -R u+w "$scratch/provider"
+    cp "$mod_dir/go.mod" "$mod_dir/go.sum" "$scratch/provider/"
+    local go_provider=github.com/pulumi/pulumi-go-provider
+    go_provider=$go_provider@$(awk -v m="$go_provider" '$1 == m && $2 ~ /^v/ {print $2; exit}' "$mod_dir/go.mod")
+    cp -r "$(cd "$scratch" && go mod download -json "$go_provider" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')" \
+      "$scratch/pulumi-go-provider"
+    chmod -R u+w "$scratch/provider" "$scratch/pulumi-go-provider"
+    (cd "$scratch/pulumi-go-provider" && git apply "$mod_dir/go-provider-schema-pointer.patch")
     build_once "$provider" "$scratch/provider" ./cmd/pulumi-resource-command \
       -ldflags "-X github.com/pulumi/pulumi-command/provider/pkg/version.Version=v$command_version"
   fi

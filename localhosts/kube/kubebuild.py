@@ -8,9 +8,11 @@ version and RECIPE. It is built in a temporary folder beside it and renamed into
 folder that exists is complete and is reused as it is. CLI: scripts/setup-kubernetes.sh.
 
 The Go build and module caches are Go's own defaults (~/.cache/go-build, ~/go/pkg/mod), the ones
-scripts/setup-engine.sh fills. The artifacts share compiled packages where their versions meet
-(etcd reuses the provider's gRPC and protobuf); the provider pins its own Pulumi SDK, gRPC and
-client-go, so it shares none with the engine or Kubernetes (docs/BENCHMARKS.md, the Go builds).
+scripts/setup-engine.sh fills. The artifacts share compiled packages where their versions meet:
+the provider's go.mod (localhosts/kube/provider/) raises the modules it shares with the engine to
+the engine's versions, so the engine's packages (Pulumi's SDK, gRPC, protobuf) are compiled once
+(docs/BENCHMARKS.md, the Go builds); its client-go stays upstream's, as Kubernetes' own no longer
+has API groups the provider uses.
 """
 
 from __future__ import annotations
@@ -68,6 +70,7 @@ PROVIDER_MODULE = "github.com/pulumi/pulumi-kubernetes/provider/v4"
 PROVIDER_MODULE_VERSION = "v4.0.0-20260115033456-f47bc2d6f199"
 PROVIDER_SDK_MODULE = "github.com/pulumi/pulumi-kubernetes/sdk/v4"
 PROVIDER_BINARY = "pulumi-resource-kubernetes"
+PROVIDER_PATCH = KUBE_MODULES / "provider" / "codegen-schema-pointer.patch"
 
 
 class BuildError(RuntimeError):
@@ -271,14 +274,18 @@ def gvisor() -> Artifact:
 
 
 def provider() -> Artifact:
+    folder = KUBE_MODULES / "provider"
     ldflags = f"-s -w -X {PROVIDER_MODULE}/pkg/version.Version={PROVIDER_VERSION}"
 
     def build(out: Path) -> None:
         # The provider's go.mod replaces its SDK with ../sdk: a writable copy of the module with the
-        # SDK module beside it.
+        # SDK module beside it, built with this project's go.mod and go.sum (the engine's versions).
         work = out / "src"
         _writable_copy(_module_dir(PROVIDER_MODULE, PROVIDER_MODULE_VERSION), work / "provider")
         _writable_copy(_module_dir(PROVIDER_SDK_MODULE, f"v{PROVIDER_VERSION}"), work / "sdk")
+        for name in ("go.mod", "go.sum"):
+            shutil.copyfile(folder / name, work / "provider" / name)
+        _run(["git", "apply", str(PROVIDER_PATCH)], work / "provider")
         cmd = work / "provider" / "cmd" / PROVIDER_BINARY
         # What upstream's `go generate` does: the two files the binary embeds, gitignored upstream.
         schema = json.loads((cmd / "schema.json").read_text())
@@ -291,7 +298,8 @@ def provider() -> Artifact:
         shutil.rmtree(work)
 
     key = _key(ldflags, f"{PROVIDER_MODULE}@{PROVIDER_MODULE_VERSION}",
-               f"{PROVIDER_SDK_MODULE}@v{PROVIDER_VERSION}", "schema-embed.json terraform-mapping-embed.json")
+               f"{PROVIDER_SDK_MODULE}@v{PROVIDER_VERSION}", "schema-embed.json terraform-mapping-embed.json",
+               *((folder / name).read_bytes() for name in ("go.mod", "go.sum")), PROVIDER_PATCH.read_bytes())
     return Artifact("provider", key, (PROVIDER_BINARY,), build)
 
 
