@@ -80,6 +80,8 @@ ROLLBACK = block_starting(BLOCKS, "scripts/rollback")
 TUPLE_MOVED = (PROMOTE.rsplit("pulumi up", 1)[0]
                + "pulumi config set --path --stack local harnesses.codex 0.170.0\n"
                  "pulumi preview --stack local\n")
+HARNESS_BUMPED = ("pulumi config set --path --stack local harnesses.codex 0.170.0\n"
+                  "pulumi preview --stack local\n")
 SEAT_TURN = block_starting(BLOCKS, "scripts/seat --stack local ana --turn")
 SEAT_EDIT = block_starting(BLOCKS, "scripts/seat --stack local cyn --edit")
 # The local stack's seats: ana's Qwen-Code, bob's OpenHands, cyn's Claude Code, reached by name
@@ -363,11 +365,17 @@ def test_the_readmes_rollout_runs_as_written_canary_gate_promotion_and_rollback(
     assert "measured the pair under another tuple (pin.harnessVersions.codex: 0.169.0, where" \
         " the stack pins 0.170.0)" in moved.stdout + moved.stderr, \
         moved.stdout[-4000:] + moved.stderr[-2000:]
-    # In the same preview: the seat image up-local built holds codex 0.169.0, as its tag says.
-    assert "vllmFleet.agentSandbox.seatImage" in moved.stdout + moved.stderr
+    # The bump on its own: the seat image up-local built holds codex 0.169.0, as its tag says,
+    # so the preview refuses it before any resource exists, naming the tag the bump needs.
+    try:
+        bumped = run_block(local, HARNESS_BUMPED)
+    finally:
+        stack_file.write_bytes(declared)
+    assert bumped.returncode != 0
+    assert "vllmFleet.agentSandbox.seatImage" in bumped.stdout + bumped.stderr
     assert (f"names other harness versions than these, whose image is tagged"
-            f" {seat_image_tag({**local_stack.harness_versions(), CODEX: '0.170.0'})}") in moved.stdout + moved.stderr, \
-        moved.stdout[-4000:] + moved.stderr[-2000:]
+            f" {seat_image_tag({**local_stack.harness_versions(), CODEX: '0.170.0'})}") \
+        in bumped.stdout + bumped.stderr, bumped.stdout[-4000:] + bumped.stderr[-2000:]
     before = stack_output(local, "gateway")["fleet_routes"]["stable"]["throughput"]
     promote = run_block(local, PROMOTE)
     assert promote.returncode == 0, (promote.stdout[-4000:] + promote.stderr[-4000:] + "\n"
