@@ -71,6 +71,8 @@ PROVIDER_MODULE_VERSION = "v4.0.0-20260115033456-f47bc2d6f199"
 PROVIDER_SDK_MODULE = "github.com/pulumi/pulumi-kubernetes/sdk/v4"
 PROVIDER_BINARY = "pulumi-resource-kubernetes"
 PROVIDER_PATCH = KUBE_MODULES / "provider" / "codegen-schema-pointer.patch"
+# Copied over upstream's in the provider's source before its build (the engine's versions).
+PROVIDER_MODULE_FILES = ("go.mod", "go.sum")
 
 
 class BuildError(RuntimeError):
@@ -283,7 +285,7 @@ def provider() -> Artifact:
         work = out / "src"
         _writable_copy(_module_dir(PROVIDER_MODULE, PROVIDER_MODULE_VERSION), work / "provider")
         _writable_copy(_module_dir(PROVIDER_SDK_MODULE, f"v{PROVIDER_VERSION}"), work / "sdk")
-        for name in ("go.mod", "go.sum"):
+        for name in PROVIDER_MODULE_FILES:
             shutil.copyfile(folder / name, work / "provider" / name)
         _run(["git", "apply", str(PROVIDER_PATCH)], work / "provider")
         cmd = work / "provider" / "cmd" / PROVIDER_BINARY
@@ -299,7 +301,7 @@ def provider() -> Artifact:
 
     key = _key(ldflags, f"{PROVIDER_MODULE}@{PROVIDER_MODULE_VERSION}",
                f"{PROVIDER_SDK_MODULE}@v{PROVIDER_VERSION}", "schema-embed.json terraform-mapping-embed.json",
-               *((folder / name).read_bytes() for name in ("go.mod", "go.sum")), PROVIDER_PATCH.read_bytes())
+               *((folder / name).read_bytes() for name in PROVIDER_MODULE_FILES), PROVIDER_PATCH.read_bytes())
     return Artifact("provider", key, (PROVIDER_BINARY,), build)
 
 
